@@ -1,0 +1,269 @@
+"""The ``hybridmem`` command: a thin layer over :class:`~hybridmem.index.MemoryIndex` and :mod:`hybridmem.eval`.
+
+Every command prints a readable table for people, or JSON with ``--json``. User mistakes print one line on stderr and
+exit with status 2; nothing prints a traceback unless ``HYBRIDMEM_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
+from hybridmem.errors import HybridMemError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None))
+
+
+def _progress_bar(enabled: bool):  # noqa: ANN202
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def cb(stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = tqdm(total=total, desc=stage, unit="chunk" if stage == "embed" else "file",
+                                     leave=False, file=sys.stderr)
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+            bars.pop(stage, None)
+
+    return cb
+
+
+def open_index(args: argparse.Namespace, keyword_only: bool = False):  # noqa: ANN201
+    from hybridmem.index import MemoryIndex
+
+    settings = _settings(args)
+    if keyword_only:
+        settings = settings.override(embedding={"provider": "none"})
+    return MemoryIndex(args.workspace, index_path=args.index, settings=settings)
+
+
+@command("index")
+def cmd_index(args: argparse.Namespace) -> int:
+    """Index (or incrementally re-index) a workspace."""
+    with open_index(args, keyword_only=args.keyword_only) as idx:
+        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json))
+        st = idx.status()
+    out = {**report.to_dict(), "provider": st["provider"], "model": st["model"], "dims": st["dims"],
+           "index_path": st["index_path"]}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"indexed {out['files']} files, {out['chunks']} chunks in {report.seconds:.2f}s "
+              f"(added {report.added}, changed {report.changed}, deleted {report.deleted}, unchanged {report.unchanged}; "
+              f"embedded {report.embedded}, cache hits {report.cache_hits})")
+        print(f"provider {out['provider']} {out['model']} ({out['dims']} dims) -> {out['index_path']}")
+        for w in report.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    return 0
+
+
+@command("status")
+def cmd_status(args: argparse.Namespace) -> int:
+    """Show what the index holds."""
+    with open_index(args) as idx:
+        st = idx.status()
+    st.pop("last_sync_report", None)
+    if args.json:
+        _print_json(st)
+    else:
+        for k, v in st.items():
+            print(f"{k:>16}: {v}")
+    return 0
+
+
+def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
+    changes: dict[str, Any] = {}
+    if args.preset:
+        base = PRESETS[args.preset]
+    if args.fusion:
+        changes["fusion"] = args.fusion
+    for name in ("max_results", "min_score", "half_life_days", "vector_weight", "text_weight", "rrf_k",
+                 "candidate_multiplier"):
+        value = getattr(args, name, None)
+        if value is not None:
+            changes[name] = value
+    if args.half_life_days is not None:
+        changes["decay"] = True
+    if args.mmr is not None:
+        changes["mmr"], changes["mmr_lambda"] = True, args.mmr
+    return base.replace(**changes) if changes else base
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def explain_table(hits: Sequence[Any]) -> str:
+    """A text table of every candidate with every stage's score, and why it was kept or cut."""
+    head = ["pos", "citation", "vec", "vrank", "text", "trank", "fused", "decay", "decayed", "mmr", "final", "status"]
+    rows = []
+    for h in hits:
+        status = ("kept" + (" (rescued)" if h.rescued else "")) if h.kept else f"cut: {h.cut_reason}"
+        rows.append([
+            str(h.position or "-"), h.citation[:48], _fmt(h.vector_score), str(h.vector_rank or "-"), _fmt(h.text_score),
+            str(h.text_rank or "-"), _fmt(h.fused_score, 4), _fmt(h.decay_factor), _fmt(h.decayed_score, 4),
+            _fmt(h.mmr_score), _fmt(h.final_score, 4), status,
+        ])
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+@command("search")
+def cmd_search(args: argparse.Namespace) -> int:
+    """Hybrid search over a workspace."""
+    with open_index(args) as idx:
+        if args.sync:
+            idx.sync()
+        cfg = _rank_config(args, idx.settings.ranking)
+        resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,
+                          session=args.session)
+    if args.json:
+        out = resp.to_dict()
+        if args.explain:
+            out["candidates"] = [h.__dict__ | {"text": None} for h in resp.ranking.candidates]
+        _print_json(out)
+        return 0
+    if not resp.results:
+        print("no results")
+    for h in resp.results:
+        print(f"{h.position}. {h.citation}  score {h.final_score:.3f}  (vector {_fmt(h.vector_score)}, "
+              f"text {_fmt(h.text_score)})")
+        for line in h.snippet.splitlines()[:8]:
+            print(f"     {line}")
+    if resp.fallback:
+        print(f"note: {resp.fallback_reason}", file=sys.stderr)
+    if args.explain:
+        print()
+        print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
+              f"pool={resp.config.pool} min_score={resp.config.min_score} mmr={resp.config.mmr} "
+              f"decay={resp.config.decay}; provider {resp.provider} {resp.model}")
+        print(explain_table(resp.ranking.candidates))
+        print("timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in resp.timings.items()))
+    return 0
+
+
+@command("get")
+def cmd_get(args: argparse.Namespace) -> int:
+    """Read lines of a memory file."""
+    with open_index(args, keyword_only=True) as idx:
+        out = idx.get(args.path, from_line=args.from_line, lines=args.lines)
+    if args.json:
+        _print_json(out)
+    else:
+        print(out["text"])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hybridmem", description="Hybrid memory search for AI agents.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser, workspace: bool = True) -> None:
+        if workspace:
+            sp.add_argument("workspace", nargs="?", default=".", help="memory workspace (default: .)")
+        sp.add_argument("--index", default=None, help="index file (default: WORKSPACE/.hybridmem/index.sqlite)")
+        sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sp = sub.add_parser("index", help="index a workspace incrementally")
+    common(sp)
+    sp.add_argument("--rebuild", action="store_true", help="full reindex")
+    sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
+
+    sp = sub.add_parser("status", help="what the index holds")
+    common(sp)
+
+    sp = sub.add_parser("search", help="hybrid search")
+    sp.add_argument("query")
+    common(sp)
+    sp.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    sp.add_argument("--fusion", default=None, help="weighted, rrf, or a ranx fusion method")
+    sp.add_argument("--max-results", dest="max_results", type=int, default=None)
+    sp.add_argument("--min-score", dest="min_score", type=float, default=None)
+    sp.add_argument("--mmr", type=float, default=None, metavar="LAMBDA", help="enable MMR with this lambda")
+    sp.add_argument("--half-life", dest="half_life_days", type=float, default=None, metavar="DAYS",
+                    help="enable temporal decay with this half-life")
+    sp.add_argument("--vector-weight", dest="vector_weight", type=float, default=None)
+    sp.add_argument("--text-weight", dest="text_weight", type=float, default=None)
+    sp.add_argument("--rrf-k", dest="rrf_k", type=int, default=None)
+    sp.add_argument("--candidate-multiplier", dest="candidate_multiplier", type=int, default=None)
+    sp.add_argument("--source", default=None, help="memory or sessions")
+    sp.add_argument("--path-prefix", dest="path_prefix", default=None)
+    sp.add_argument("--session", default=None, help="restrict to one session transcript")
+    sp.add_argument("--no-sync", dest="sync", action="store_false", help="do not sync before searching")
+    sp.add_argument("--explain", action="store_true", help="every candidate with every stage's score")
+
+    sp = sub.add_parser("get", help="read lines of a memory file")
+    sp.add_argument("path")
+    common(sp)
+    sp.add_argument("--from", dest="from_line", type=int, default=None)
+    sp.add_argument("--lines", type=int, default=None)
+
+    for extra in _EXTENSIONS:
+        extra(sub)
+    return p
+
+
+# Other modules (eval, bench, watch) register their subcommands here.
+_EXTENSIONS: list[Callable[[Any], None]] = []
+
+
+def _load_extensions() -> None:
+    for mod in ("hybridmem.eval.cli", "hybridmem.bench", "hybridmem.watch"):
+        try:
+            __import__(mod)
+        except ImportError as exc:
+            if exc.name is None or not exc.name.startswith("hybridmem"):
+                raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _load_extensions()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except HybridMemError as exc:
+        if os.environ.get("HYBRIDMEM_DEBUG"):
+            raise
+        print(f"hybridmem: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hybridmem: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

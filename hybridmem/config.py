@@ -1,0 +1,360 @@
+"""Every default hybridmem uses, in one place.
+
+Settings are frozen dataclasses grouped by concern. Load them from TOML with :func:`load_settings`, override any field
+per call with :meth:`Settings.override` (``settings.override(ranking={"fusion": "rrf"})``) or
+:meth:`RankConfig.replace`. The CLI, the app, the eval and the notebooks read defaults from here.
+
+Two ranking presets exist: ``reference`` reproduces the reference system exactly (weighted sum of raw cosine and the
+BM25 rank transform ``r / (1 + r)``, min score 0.35, no MMR, no decay); ``default`` is the engine's own choice,
+measured on labeled data (see the comment on :data:`DEFAULT_RANKING`).
+
+Example:
+    >>> s = Settings()
+    >>> s.ranking.vector_weight
+    0.7
+    >>> s.override(ranking={"fusion": "rrf"}).ranking.fusion
+    'rrf'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from hybridmem.errors import ConfigError
+
+FUSION_METHODS = ("weighted", "rrf")
+BM25_NORMALIZATIONS = ("reference", "minmax", "rank")
+VECTOR_NORMALIZATIONS = ("raw", "minmax", "rank")
+MMR_SIMILARITIES = ("jaccard", "cosine")
+QUERY_MODES = ("or", "and")
+PROVIDERS = ("local", "auto", "none", "openai", "gemini", "voyage")
+VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory")
+INDEX_DIRNAME = ".hybridmem"
+INDEX_FILENAME = "index.sqlite"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _check(cond: bool, name: str, value: Any, expected: str) -> None:
+    if not cond:
+        raise ConfigError(f"invalid setting {name}={value!r}: expected {expected}")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    _check(value in choices, name, value, "one of " + ", ".join(choices))
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """Line-based chunking, sizes in estimated tokens (``chars_per_token`` chars each)."""
+
+    tokens: int = 400
+    overlap: int = 80
+    chars_per_token: int = 4
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.tokens, int) and self.tokens >= 8, "chunking.tokens", self.tokens, "an integer >= 8")
+        _check(
+            isinstance(self.overlap, int) and 0 <= self.overlap < self.tokens,
+            "chunking.overlap", self.overlap, "an integer >= 0 and smaller than chunking.tokens",
+        )
+        _check(
+            isinstance(self.chars_per_token, int) and self.chars_per_token >= 1,
+            "chunking.chars_per_token", self.chars_per_token, "an integer >= 1",
+        )
+
+    @property
+    def max_chars(self) -> int:
+        return self.tokens * self.chars_per_token
+
+    @property
+    def overlap_chars(self) -> int:
+        return self.overlap * self.chars_per_token
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """The one tokenizer used for indexing, querying and MMR's Jaccard similarity."""
+
+    stem: bool = True  # English Snowball stemming of Latin-script words (SciFact: porter 0.682 vs none 0.668 nDCG@10)
+    fold_diacritics: bool = True  # "thanh toan" finds "thanh toán", as FTS5 unicode61 does by default
+    cjk_ngram: int = 2  # character n-grams for Han, Kana, Hangul and Thai runs
+    split_identifiers: bool = True  # payment_processor -> paymentprocessor, payment, processor
+    query_mode: str = "or"  # "and" scored nDCG@10 0.018 on SciFact natural-language queries; "or" 0.682
+    query_stopwords: bool = True  # drop English stopwords from the query (same nDCG, about 2.5x faster)
+    max_query_terms: int = 64
+
+    def __post_init__(self) -> None:
+        _check(self.cjk_ngram in (1, 2, 3), "tokenizer.cjk_ngram", self.cjk_ngram, "1, 2 or 3")
+        _check_choice("tokenizer.query_mode", self.query_mode, QUERY_MODES)
+        _check(
+            isinstance(self.max_query_terms, int) and self.max_query_terms >= 1,
+            "tokenizer.max_query_terms", self.max_query_terms, "an integer >= 1",
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """Which embedding provider and model to use. ``provider='none'`` runs keyword-only."""
+
+    provider: str = "local"
+    model: str = DEFAULT_MODEL
+    batch_size: int = 64
+    base_url: str = ""  # remote providers (OpenAI-compatible servers such as Ollama, LM Studio, vLLM)
+    api_key_env: str = ""  # name of the environment variable holding the key; the key itself is never stored
+    dims: int = 0  # 0 = ask the model
+    timeout_s: float = 30.0
+    max_retries: int = 4
+    max_batch_chars: int = 200_000
+    fallback: tuple[str, ...] = ()  # providers tried after the primary when provider='auto'
+
+    def __post_init__(self) -> None:
+        _check_choice("embedding.provider", self.provider, PROVIDERS)
+        _check(isinstance(self.model, str) and self.model != "", "embedding.model", self.model, "a model name or path")
+        _check(isinstance(self.batch_size, int) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
+        _check(isinstance(self.dims, int) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
+        _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")
+        _check(self.max_retries >= 0, "embedding.max_retries", self.max_retries, ">= 0")
+        for p in self.fallback:
+            _check_choice("embedding.fallback", p, PROVIDERS)
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Everything ``rank()`` reads. Cheap to change: no re-retrieval needed.
+
+    The pool per leg is ``min(max_candidates, max_results * candidate_multiplier)``.
+    """
+
+    fusion: str = "weighted"  # "weighted", "rrf", or any ranx fusion method name (e.g. "combmnz")
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    rrf_k: int = 60
+    bm25_norm: str = "minmax"
+    vector_norm: str = "minmax"
+    max_results: int = 6
+    candidate_multiplier: int = 4
+    max_candidates: int = 200
+    min_score: float = 0.35
+    rescue_keyword: bool = True  # when nothing passes min_score, return keyword hits (reference behaviour)
+    decay: bool = False
+    half_life_days: float = 30.0
+    mmr: bool = False
+    mmr_lambda: float = 0.7
+    mmr_similarity: str = "jaccard"
+    snippet_chars: int = 700
+    max_injected_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.fusion, str) and self.fusion != "", "ranking.fusion", self.fusion, "a fusion name")
+        for name in ("vector_weight", "text_weight"):
+            v = getattr(self, name)
+            _check(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"ranking.{name}", v, "a number >= 0")
+        _check(self.vector_weight + self.text_weight > 0, "ranking.vector_weight", self.vector_weight,
+               "vector_weight + text_weight > 0")
+        _check(isinstance(self.rrf_k, int) and self.rrf_k >= 0, "ranking.rrf_k", self.rrf_k, "an integer >= 0")
+        _check_choice("ranking.bm25_norm", self.bm25_norm, BM25_NORMALIZATIONS)
+        _check_choice("ranking.vector_norm", self.vector_norm, VECTOR_NORMALIZATIONS)
+        _check(isinstance(self.max_results, int) and self.max_results >= 1, "ranking.max_results", self.max_results,
+               "an integer >= 1")
+        _check(isinstance(self.candidate_multiplier, int) and 1 <= self.candidate_multiplier <= 20,
+               "ranking.candidate_multiplier", self.candidate_multiplier, "an integer from 1 to 20")
+        _check(isinstance(self.max_candidates, int) and self.max_candidates >= 1, "ranking.max_candidates",
+               self.max_candidates, "an integer >= 1")
+        _check(math.isfinite(self.min_score), "ranking.min_score", self.min_score, "a finite number")
+        _check(self.half_life_days > 0, "ranking.half_life_days", self.half_life_days, "a number > 0")
+        _check(0.0 <= self.mmr_lambda <= 1.0, "ranking.mmr_lambda", self.mmr_lambda, "a number from 0 to 1")
+        _check_choice("ranking.mmr_similarity", self.mmr_similarity, MMR_SIMILARITIES)
+        _check(self.snippet_chars >= 16, "ranking.snippet_chars", self.snippet_chars, ">= 16")
+        _check(self.max_injected_chars >= 0, "ranking.max_injected_chars", self.max_injected_chars, ">= 0")
+
+    @property
+    def pool(self) -> int:
+        """Candidates fetched per leg."""
+        return min(self.max_candidates, self.max_results * self.candidate_multiplier)
+
+    def replace(self, **changes: Any) -> "RankConfig":
+        """A copy with ``changes`` applied (validated)."""
+        return replace(self, **changes)
+
+
+# The reference system, reproduced exactly.
+REFERENCE_RANKING = RankConfig(
+    fusion="weighted", vector_weight=0.7, text_weight=0.3, bm25_norm="reference", vector_norm="raw",
+    min_score=0.35, rescue_keyword=True, decay=False, mmr=False,
+)
+
+# The engine's default. Min-max normalization of both legs: the reference's raw cosine + rank transform scored 0.683
+# nDCG@10 on SciFact test, min-max weighted sum 0.730 (DESIGN.md). Other values are the reference's.
+DEFAULT_RANKING = RankConfig()
+
+PRESETS: dict[str, RankConfig] = {
+    "default": DEFAULT_RANKING,
+    "reference": REFERENCE_RANKING,
+    "weighted": DEFAULT_RANKING,
+    "rrf": replace(DEFAULT_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
+    "keyword": replace(DEFAULT_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
+    "vector": replace(DEFAULT_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
+}
+
+
+def preset(name: str) -> RankConfig:
+    """The named ranking preset; raises ConfigError listing the valid names."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown ranking preset {name!r}: expected one of {', '.join(PRESETS)}") from None
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    """What to index in a workspace."""
+
+    extra_paths: tuple[str, ...] = ()  # files or folders, relative to the workspace or absolute
+    session_paths: tuple[str, ...] = ("sessions",)  # folders of *.jsonl transcripts
+    ignore_dirs: tuple[str, ...] = (".git", "node_modules", ".venv", "__pycache__", INDEX_DIRNAME)
+    max_file_bytes: int = 256 * 1024 * 1024
+    redact_patterns: tuple[str, ...] = ()  # extra regexes redacted in transcripts, beside the built-in ones
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """When the index refreshes itself."""
+
+    sync_on_search: bool = True  # sync first when a watcher marked the index dirty
+    watch_debounce_s: float = 1.5
+    interval_s: float = 0.0  # 0 = no periodic sync
+    session_delta_bytes: int = 100_000
+    session_delta_messages: int = 50
+
+    def __post_init__(self) -> None:
+        _check(self.watch_debounce_s >= 0, "sync.watch_debounce_s", self.watch_debounce_s, ">= 0")
+        _check(self.interval_s >= 0, "sync.interval_s", self.interval_s, ">= 0")
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where the index lives and how vectors are searched."""
+
+    path: str = ""  # "" = <workspace>/.hybridmem/index.sqlite
+    vector_search: str = "auto"  # auto: in-memory exact matrix when loaded, else sqlite-vec KNN
+    busy_timeout_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        _check_choice("store.vector_search", self.vector_search, VECTOR_SEARCH_MODES)
+
+
+_SECTIONS = {
+    "chunking": ChunkingConfig,
+    "tokenizer": TokenizerConfig,
+    "embedding": EmbeddingConfig,
+    "ranking": RankConfig,
+    "sources": SourcesConfig,
+    "sync": SyncConfig,
+    "store": StoreConfig,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All settings. ``index_hash()`` covers what changes the index's content."""
+
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    ranking: RankConfig = field(default_factory=RankConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    def override(self, **sections: Mapping[str, Any] | Any) -> "Settings":
+        """A copy with fields changed: ``override(ranking={"rrf_k": 30})`` or a whole section object."""
+        changes: dict[str, Any] = {}
+        for name, value in sections.items():
+            if name not in _SECTIONS:
+                raise ConfigError(f"unknown settings section {name!r}: expected one of {', '.join(_SECTIONS)}")
+            if isinstance(value, _SECTIONS[name]):
+                changes[name] = value
+            else:
+                changes[name] = _build(_SECTIONS[name], dict(value), base=getattr(self, name), section=name)
+        return replace(self, **changes)
+
+    def index_hash(self, dims: int | None = None) -> str:
+        """Stable hash of the settings that change what the index holds (model, provider, chunking, tokenizer, dims)."""
+        tok = dataclasses.asdict(self.tokenizer)
+        for query_only in ("query_mode", "query_stopwords", "max_query_terms"):
+            tok.pop(query_only)
+        payload = {
+            "provider": self.embedding.provider,
+            "model": self.embedding.model,
+            "base_url": self.embedding.base_url,
+            "chunking": dataclasses.asdict(self.chunking),
+            "tokenizer": tok,
+            "dims": dims if dims is not None else self.embedding.dims,
+            "schema": 1,
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _build(cls: type, values: dict[str, Any], base: Any = None, section: str = "") -> Any:
+    known = {f.name: f for f in fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(
+                f"unknown setting {section}.{key}: expected one of {', '.join(sorted(known))}"
+            )
+    coerced: dict[str, Any] = {}
+    for key, value in values.items():
+        default = getattr(base if base is not None else cls(), key)
+        if isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif default is not None and not isinstance(value, type(default)) and not (
+            isinstance(default, float) and isinstance(value, (int, float))
+        ):
+            raise ConfigError(
+                f"invalid setting {section}.{key}={value!r}: expected {type(default).__name__}"
+            )
+        coerced[key] = value
+    return replace(base, **coerced) if base is not None else cls(**coerced)
+
+
+def settings_from_dict(data: Mapping[str, Any], base: Settings | None = None) -> Settings:
+    """Settings from a nested mapping such as a parsed TOML file."""
+    base = base or Settings()
+    for name, value in data.items():
+        if name not in _SECTIONS:
+            raise ConfigError(f"unknown settings section {name!r}: expected one of {', '.join(_SECTIONS)}")
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"settings section {name!r} must be a table")
+    return base.override(**{k: dict(v) for k, v in data.items()})
+
+
+def load_settings(path: str | Path | None = None, workspace: str | Path | None = None) -> Settings:
+    """Load settings from ``path``, else ``<workspace>/hybridmem.toml`` when it exists, else the defaults."""
+    candidates = []
+    if path is not None:
+        candidates.append(Path(path))
+    elif workspace is not None:
+        candidates.append(Path(workspace) / "hybridmem.toml")
+    for p in candidates:
+        if p.is_file():
+            try:
+                data = tomllib.loads(p.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot parse settings file {p}: {exc}") from None
+            return settings_from_dict(data)
+        if path is not None:
+            raise ConfigError(f"settings file not found: {p}")
+    return Settings()

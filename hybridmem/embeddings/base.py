@@ -1,0 +1,68 @@
+"""The embedding provider interface and the vector hygiene every provider shares."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def sanitize(vectors: np.ndarray) -> np.ndarray:
+    """float32, NaN and inf set to 0, each row L2-normalized (all-zero rows stay zero).
+
+    Example:
+        >>> sanitize(np.array([[3.0, 4.0], [np.nan, 0.0]])).tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]]
+    """
+    mat = np.nan_to_num(np.asarray(vectors, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    if mat.ndim == 1:
+        mat = mat[None, :]
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (mat / norms).astype(np.float32, copy=False)
+
+
+class Embedder(ABC):
+    """An embedding provider. Subclasses implement :meth:`embed_batch`; the rest is shared.
+
+    ``provider_key`` distinguishes settings that change vectors without changing the model name (a server URL, a
+    task type); it never contains a secret. Vectors are cached by (name, model, provider_key, sha256 of the text).
+    """
+
+    name: str = "base"
+    model: str = ""
+    batch_size: int = 64
+
+    @property
+    @abstractmethod
+    def dims(self) -> int:
+        """Vector dimensionality."""
+
+    @property
+    def provider_key(self) -> str:
+        return ""
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
+        """Raw vectors for one batch of texts, shape ``(len(texts), dims)``."""
+
+    def embed_documents(
+        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """Sanitized vectors for ``texts``, in batches of ``batch_size``; ``progress(done, total)`` after each."""
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        out = []
+        for i in range(0, len(texts), self.batch_size):
+            out.append(sanitize(self.embed_batch(texts[i : i + self.batch_size])))
+            if progress is not None:
+                progress(min(i + self.batch_size, len(texts)), len(texts))
+        return np.vstack(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The sanitized vector of one query."""
+        return sanitize(self.embed_batch([text], is_query=True))[0]
+
+    def describe(self) -> dict[str, object]:
+        return {"provider": self.name, "model": self.model, "dims": self.dims, "provider_key": self.provider_key}

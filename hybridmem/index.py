@@ -1,0 +1,452 @@
+"""The facade agents, the CLI, the eval and the app use: :class:`MemoryIndex`.
+
+Example:
+    >>> idx = MemoryIndex("datasets/demo-memory/workspace")          # doctest: +SKIP
+    >>> idx.sync()                                                    # doctest: +SKIP
+    >>> idx.search("retry backoff for payments").results[0].citation  # doctest: +SKIP
+    'memory/2026-06-12.md#L14-L15'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable
+
+import numpy as np
+
+from hybridmem import sources as src
+from hybridmem.chunking import split_lines
+from hybridmem.config import INDEX_DIRNAME, INDEX_FILENAME, RankConfig, Settings, load_settings
+from hybridmem.embeddings import Embedder, create_embedder
+from hybridmem.errors import HybridMemError, PathError, ProviderError, WorkspaceError
+from hybridmem.indexer import Progress, SyncReport, apply_documents, document_hash, file_row, sync_documents
+from hybridmem.models import Candidates, Document, Hit, Ranking
+from hybridmem.retrieve import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
+from hybridmem.store import Store
+from hybridmem.tokenization import fts_tokenizer_spec
+from hybridmem.vectors import VectorMatrix
+
+_AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    """Results of one search, with the provider used and per-stage timings in milliseconds."""
+
+    query: str
+    results: tuple[Hit, ...]
+    ranking: Ranking
+    provider: str
+    model: str
+    fallback: bool
+    fallback_reason: str | None
+    timings: dict[str, float]
+    config: RankConfig
+    candidates: Candidates | None = field(default=None, repr=False)
+
+    def to_dict(self, citations: bool = True) -> dict[str, Any]:
+        results = []
+        for h in self.results:
+            item = {
+                "path": h.path, "start_line": h.start_line, "end_line": h.end_line, "score": round(h.final_score, 6),
+                "snippet": h.snippet, "source": h.source,
+                "vector_score": None if h.vector_score is None else round(h.vector_score, 6),
+                "text_score": None if h.text_score is None else round(h.text_score, 6),
+                "vector_rank": h.vector_rank, "text_rank": h.text_rank, "fused_score": round(h.fused_score, 6),
+                "decay_factor": round(h.decay_factor, 6),
+            }
+            if citations:
+                item["citation"] = h.citation
+            results.append(item)
+        return {
+            "query": self.query, "results": results, "provider": self.provider, "model": self.model,
+            "fallback": self.fallback, "fallback_reason": self.fallback_reason, "rescued": self.ranking.rescued,
+            "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def default_index_path(workspace: str | Path) -> Path:
+    return Path(workspace) / INDEX_DIRNAME / INDEX_FILENAME
+
+
+class MemoryIndex:
+    """A memory workspace (or a corpus of documents) and its SQLite index.
+
+    Args:
+        workspace: the folder holding ``MEMORY.md`` and ``memory/``; None for a documents-only index.
+        index_path: the SQLite file; default ``<workspace>/.hybridmem/index.sqlite``.
+        settings: all settings; default ``<workspace>/hybridmem.toml`` or the built-in defaults.
+        embedder: an :class:`Embedder`, None for keyword-only, or ``"auto"`` to build one from settings lazily.
+    """
+
+    def __init__(
+        self,
+        workspace: str | Path | None = None,
+        index_path: str | Path | None = None,
+        settings: Settings | None = None,
+        embedder: Embedder | None | str = _AUTO,
+    ) -> None:
+        if workspace is not None:
+            ws = Path(workspace)
+            if not ws.exists():
+                raise WorkspaceError(f"workspace not found: {ws}")
+            if not ws.is_dir():
+                raise WorkspaceError(f"workspace is not a folder: {ws}")
+            self.workspace: Path | None = ws.absolute()
+        else:
+            self.workspace = None
+        if index_path is None:
+            if self.workspace is None:
+                raise WorkspaceError("an index path is needed when there is no workspace")
+            index_path = default_index_path(self.workspace)
+        self.settings = settings or load_settings(workspace=self.workspace)
+        if self.settings.store.path and index_path is None:
+            index_path = self.settings.store.path
+        self.index_path = Path(index_path) if str(index_path) != ":memory:" else index_path
+        self.store = Store(self.index_path, self.settings.store.busy_timeout_ms)
+        self._embedder_arg = embedder
+        self._embedder: Embedder | None = None if embedder == _AUTO else embedder  # type: ignore[assignment]
+        self._embedder_loaded = embedder != _AUTO
+        self._skipped: list[str] = []
+        self._matrix: VectorMatrix | None = None
+        self._matrix_gen: str | None = None
+        self._lock = threading.RLock()
+        self.dirty = False
+        self.last_sync: SyncReport | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "MemoryIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- embedder ------------------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder | None:
+        """The active embedder, loaded on first use; None means keyword-only."""
+        if not self._embedder_loaded:
+            with self._lock:
+                if not self._embedder_loaded:
+                    try:
+                        choice = create_embedder(self.settings.embedding)
+                        self._embedder, self._skipped = choice.embedder, choice.skipped
+                    except ProviderError as exc:
+                        self._embedder, self._skipped = None, [str(exc)]
+                    self._embedder_loaded = True
+        return self._embedder
+
+    @property
+    def fallback_reason(self) -> str | None:
+        if self.embedder is None and self.settings.embedding.provider != "none":
+            return "no embedding provider available (" + "; ".join(self._skipped) + "): keyword-only"
+        return "; ".join(self._skipped) or None
+
+    def _identity(self) -> tuple[str, str, str, int]:
+        e = self.embedder
+        if e is None:
+            return "none", "", "", 0
+        return e.name, e.model, e.provider_key, e.dims
+
+    def settings_hash(self) -> str:
+        name, model, key, dims = self._identity()
+        base = self.settings.index_hash(dims)
+        return hashlib.sha256(f"{base}|{name}|{model}|{key}|{dims}".encode()).hexdigest()[:16]
+
+    # -- sync ----------------------------------------------------------------------------------------------------
+    def _prepare_full_reindex(self) -> bool:
+        """Clear the index when the settings hash changed; returns True when it did."""
+        current = self.settings_hash()
+        stored = self.store.get_meta("settings_hash")
+        name, model, key, dims = self._identity()
+        if stored == current and (dims == 0 or not self.store.vec_available or self.store.has_vec_table()):
+            return False
+        with self.store.transaction():
+            self.store.clear()
+        self.store.ensure_vec_table(dims)
+        for k, v in {"settings_hash": current, "provider": name, "model": model, "provider_key": key, "dims": dims,
+                     "fts_tokenizer": fts_tokenizer_spec()}.items():
+            self.store.set_meta(k, v)
+        return stored is not None
+
+    def _bump(self) -> None:
+        gen = int(self.store.get_meta("generation", "0") or 0) + 1
+        self.store.set_meta("generation", gen)
+        self.store.set_meta("last_sync", time.time())
+        self._matrix = None
+
+    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+        """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
+
+        A settings change (model, chunking, tokenizer, dims) triggers a full reindex; ``force`` does too.
+        """
+        if self.workspace is None:
+            raise WorkspaceError("this index has no workspace; use index_documents()")
+        with self._lock:
+            t0 = time.perf_counter()
+            report = SyncReport()
+            if force:
+                self.store.set_meta("settings_hash", "forced")
+            report.full_reindex = self._prepare_full_reindex() or force
+            known = self.store.files()
+            found = src.discover(self.workspace, self.settings.sources)
+            seen: set[str] = set()
+            changed: list[tuple[Document, dict]] = []
+            for sf in found:
+                seen.add(sf.path)
+                old = known.get(sf.path)
+                if old and old["mtime"] == sf.mtime and old["size"] == sf.size and old["abspath"] == sf.abspath:
+                    report.unchanged += 1
+                    continue
+                try:
+                    loaded = src.load(sf, self.settings.sources)
+                except OSError as exc:
+                    report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+                    continue
+                if loaded.warning:
+                    report.warnings.append(f"{sf.path}: {loaded.warning}")
+                if loaded.document is None:
+                    seen.discard(sf.path)
+                    continue
+                h = document_hash(loaded.document)
+                row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
+                if old and old["hash"] == h:
+                    report.unchanged += 1
+                    with self.store.transaction() as db:
+                        db.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (sf.mtime, sf.size, sf.path))
+                    continue
+                if old:
+                    report.changed += 1
+                else:
+                    report.added += 1
+                changed.append((loaded.document, row))
+            deleted = [p for p in known if p not in seen]
+            report.deleted = len(deleted)
+            apply_documents(self.store, self.settings, self.embedder, changed, deleted, report, progress)
+            self._bump()
+            counts = self.store.counts()
+            report.files, report.chunks = counts["files"], counts["chunks"]
+            report.seconds = time.perf_counter() - t0
+            self.dirty = False
+            self.last_sync = report
+            return report
+
+    def index_documents(
+        self, documents: Iterable[Document], prune: bool = True, progress: Progress | None = None
+    ) -> SyncReport:
+        """Index in-memory documents (evaluation corpora) through the same pipeline as files."""
+        with self._lock:
+            full = self._prepare_full_reindex()
+            report = sync_documents(self.store, self.settings, self.embedder, documents, prune, progress)
+            report.full_reindex = full
+            self._bump()
+            self.last_sync = report
+            return report
+
+    # -- retrieval -----------------------------------------------------------------------------------------------
+    def _vector_search(self):  # noqa: ANN202
+        mode = self.settings.store.vector_search
+        if mode == "sqlite-vec" and self.store.vec_available and self.store.has_vec_table():
+            return self.store.vector_knn
+        gen = self.store.get_meta("generation", "0")
+        if self._matrix is None or self._matrix_gen != gen:
+            name, model, key, _ = self._identity()
+            ids, mat, sources, paths = self.store.load_vectors(name, model, key)
+            self._matrix, self._matrix_gen = VectorMatrix(ids, mat, sources, paths), gen
+        return self._matrix.search
+
+    def _vector_of(self, cid: int) -> np.ndarray | None:
+        if self._matrix is not None:
+            return self._matrix.vector(cid)
+        return None
+
+    def retrieve(
+        self,
+        query: str,
+        pool: int,
+        keyword: bool = True,
+        vector: bool = True,
+        scope: Scope | None = None,
+        with_vectors: bool = False,
+        query_vector: np.ndarray | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> Candidates:
+        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
+        scope = scope or Scope()
+        t = timings if timings is not None else {}
+        if not isinstance(query, str):
+            raise HybridMemError(f"query must be a string, not {type(query).__name__}")
+        t0 = time.perf_counter()
+        kw = keyword_leg(self.store, query, pool, self.settings.tokenizer, scope) if keyword else []
+        t["keyword"] = (time.perf_counter() - t0) * 1000
+        vec: list = []
+        vector_searched = False
+        if vector and query.strip() and (query_vector is not None or self.embedder is not None):
+            t0 = time.perf_counter()
+            qv = query_vector if query_vector is not None else self.embedder.embed_query(query[:20000])  # type: ignore[union-attr]
+            t["embed"] = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            vec = vector_leg(self._vector_search(), qv, pool, scope)
+            vector_searched = True
+            t["vector"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        ids = [h.chunk_id for h in kw] + [h.chunk_id for h in vec]
+        if with_vectors and self._matrix is None and self.embedder is not None:
+            self._vector_search()
+        chunks = chunk_infos(self.store, ids, self._vector_of if with_vectors else None)
+        t["load"] = (time.perf_counter() - t0) * 1000
+        kw = [h for h in kw if h.chunk_id in chunks]
+        vec = [h for h in vec if h.chunk_id in chunks]
+        return build_candidates(query, self.settings.tokenizer, kw, vec, chunks, pool, keyword, vector_searched)
+
+    def search(
+        self,
+        query: str,
+        config: RankConfig | None = None,
+        source: str | None = None,
+        path_prefix: str | None = None,
+        session: str | None = None,
+        now: float | None = None,
+        **overrides: Any,
+    ) -> SearchResponse:
+        """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``)."""
+        from hybridmem.ranking import rank
+
+        cfg = (config or self.settings.ranking).replace(**overrides) if overrides else (config or self.settings.ranking)
+        if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None:
+            self.sync()
+        if session:
+            source, path_prefix = "sessions", session_prefix(session)
+        timings: dict[str, float] = {}
+        t_all = time.perf_counter()
+        cands = self.retrieve(
+            query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
+            scope=Scope(source, path_prefix), with_vectors=cfg.mmr and cfg.mmr_similarity == "cosine",
+            timings=timings,
+        )
+        t0 = time.perf_counter()
+        ranking = rank(cands, cfg, now=now)
+        timings["rank"] = (time.perf_counter() - t0) * 1000
+        timings["total"] = (time.perf_counter() - t_all) * 1000
+        name, model, _, _ = self._identity()
+        fallback = cfg.vector_weight > 0 and not cands.vector_searched
+        return SearchResponse(
+            query=query, results=ranking.hits, ranking=ranking, provider=name, model=model,
+            fallback=fallback or bool(self._skipped),
+            fallback_reason=(self.fallback_reason if (fallback or self._skipped) else None),
+            timings=timings, config=cfg, candidates=cands,
+        )
+
+    # -- get -----------------------------------------------------------------------------------------------------
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+        """Read lines of an indexed memory file or transcript. Refuses absolute paths, ``..``, symlinks and
+        anything not indexed. Transcripts return their redacted ``User:``/``Assistant:`` lines."""
+        key = validate_relative(path)
+        files = self.store.files()
+        row = files.get(key)
+        if row is None and self.workspace is not None:
+            row = next(({"abspath": f.abspath, "source": f.source, "path": f.path}
+                        for f in src.discover(self.workspace, self.settings.sources) if f.path == key), None)
+        if row is None or not row.get("abspath"):
+            raise PathError(f"not an indexed memory file: {path!r} (only MEMORY.md, memory/**/*.md, extra paths and "
+                            "session transcripts can be read)")
+        abspath = Path(row["abspath"])
+        _refuse_symlinks(abspath, self.workspace)
+        if from_line is not None and from_line < 1:
+            raise PathError(f"from_line must be >= 1, got {from_line}")
+        if lines is not None and lines < 1:
+            raise PathError(f"lines must be >= 1, got {lines}")
+        text, _ = src.read_text(abspath, self.settings.sources.max_file_bytes)
+        if row["source"] == "sessions":
+            from hybridmem.sessions import compile_redactions, parse_transcript
+
+            tr = parse_transcript(split_lines(text), compile_redactions(self.settings.sources.redact_patterns))
+            numbered = list(zip(tr.line_map, split_lines(tr.text)))
+        else:
+            numbered = list(enumerate(split_lines(text), start=1))
+        start = from_line or 1
+        selected = [(n, t) for n, t in numbered if n >= start]
+        if lines is not None:
+            selected = [(n, t) for n, t in selected if n < start + lines]
+        return {
+            "path": key, "from": start, "lines": len(selected), "total_lines": len(numbered),
+            "text": "\n".join(t for _, t in selected),
+            "line_numbers": [n for n, _ in selected] if row["source"] == "sessions" else None,
+        }
+
+    # -- status --------------------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        meta = self.store.all_meta()
+        counts = self.store.counts()
+        vec_backend = "sqlite-vec" if self.store.vec_available else "numpy"
+        return {
+            "workspace": str(self.workspace) if self.workspace else None,
+            "index_path": str(self.index_path),
+            **counts,
+            "provider": meta.get("provider", "none"),
+            "model": meta.get("model", ""),
+            "dims": int(meta.get("dims", 0) or 0),
+            "vector_backend": vec_backend,
+            "vector_search": "sqlite-vec" if (self.settings.store.vector_search == "sqlite-vec"
+                                              and self.store.vec_available) else "memory",
+            "vec_error": self.store.vec_error,
+            "driver": self.store.driver,
+            "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),
+            "settings_hash": meta.get("settings_hash"),
+            "cache_entries": self.store.cache_count(),
+            "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None,
+            "dirty": self.dirty,
+            "fallback_reason": self.fallback_reason if self._embedder_loaded else None,
+            "last_sync_report": self.last_sync.to_dict() if self.last_sync else None,
+        }
+
+    def files(self) -> list[dict[str, Any]]:
+        """Indexed files with their chunk counts."""
+        counts = self.store.file_chunk_counts()
+        return [{**row, "chunks": counts.get(p, 0)} for p, row in self.store.files().items()]
+
+
+def session_prefix(session: str) -> str:
+    """The path prefix of a session transcript given its id or file name."""
+    s = session if session.endswith(".jsonl") else f"{session}.jsonl"
+    return s if "/" in s else f"sessions/{s}"
+
+
+def validate_relative(path: str) -> str:
+    """A clean workspace-relative POSIX path, or PathError for absolute paths, ``..`` and odd input."""
+    if not isinstance(path, str) or not path.strip():
+        raise PathError("path is empty")
+    if "\x00" in path:
+        raise PathError("path contains a NUL byte")
+    p = path.strip().replace("\\", "/")
+    if p.startswith("/") or PurePosixPath(p).is_absolute() or (len(p) > 1 and p[1] == ":") or p.startswith("~"):
+        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+    parts = [x for x in p.split("/") if x not in ("", ".")]
+    if any(x == ".." for x in parts):
+        raise PathError(f"path escapes the memory root: {path!r}")
+    return "/".join(parts)
+
+
+def _refuse_symlinks(abspath: Path, workspace: Path | None) -> None:
+    if abspath.is_symlink():
+        raise PathError(f"symlinks are refused: {abspath.name}")
+    if workspace is not None:
+        try:
+            rel = abspath.relative_to(workspace)
+        except ValueError:
+            return
+        cur = workspace
+        for part in rel.parts:
+            cur = cur / part
+            if cur.is_symlink():
+                raise PathError(f"path goes through a symlink: {cur.relative_to(workspace).as_posix()}")
+        if not os.path.realpath(abspath).startswith(os.path.realpath(workspace) + os.sep):
+            raise PathError("path resolves outside the memory root")

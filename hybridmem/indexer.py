@@ -1,0 +1,165 @@
+"""Incremental indexing: documents in, chunks + FTS tokens + vectors out, by content hash.
+
+Shared by workspace sync and by evaluation corpora (any iterable of :class:`~hybridmem.models.Document`), so both go
+through the same chunking, tokenization, embedding cache and store code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from hybridmem.chunking import chunk_text
+from hybridmem.config import Settings
+from hybridmem.embeddings.base import Embedder
+from hybridmem.models import Document
+from hybridmem.store import Store
+from hybridmem.tokenization import tokenize
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class SyncReport:
+    """What a sync did."""
+
+    files: int = 0
+    chunks: int = 0
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    full_reindex: bool = False
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def document_hash(doc: Document) -> str:
+    """Content hash of a document plus the fields that change its chunks' metadata."""
+    h = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass"))
+    h.update(f"\0{doc.source}\0{doc.date}\0{doc.evergreen}\0{doc.line_map}".encode())
+    return h.hexdigest()
+
+
+@dataclass
+class PreparedDoc:
+    doc: Document
+    hash: str
+    chunks: list[dict]
+
+
+def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> PreparedDoc:
+    """Chunk and tokenize one document (no I/O)."""
+    chunks = []
+    for c in chunk_text(doc.text, settings.chunking, doc.line_map):
+        chunks.append(
+            {
+                "start_line": c.start_line, "end_line": c.end_line, "hash": c.hash, "text": c.text,
+                "tokens": " ".join(tokenize(c.text, settings.tokenizer)), "timestamp": doc.timestamp,
+                "evergreen": doc.evergreen,
+            }
+        )
+    return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
+
+
+def embed_with_cache(
+    store: Store, embedder: Embedder, texts_by_hash: dict[str, str], progress: Progress | None = None
+) -> tuple[dict[str, np.ndarray], int, int]:
+    """Vectors for every hash: cached ones reused, the rest embedded in batches and cached. Returns
+    ``(vectors, embedded, cache_hits)``."""
+    key = (embedder.name, embedder.model, embedder.provider_key)
+    cached = store.cache_get(*key, list(texts_by_hash))
+    missing = [h for h in texts_by_hash if h not in cached]
+    if missing:
+        cb = (lambda done, total: progress("embed", done, total)) if progress else None
+        mat = embedder.embed_documents([texts_by_hash[h] for h in missing], progress=cb)
+        fresh = {h: mat[i] for i, h in enumerate(missing)}
+        store.cache_put(*key, fresh)
+        cached.update(fresh)
+    return cached, len(missing), len(texts_by_hash) - len(missing)
+
+
+def apply_documents(
+    store: Store,
+    settings: Settings,
+    embedder: Embedder | None,
+    changed: Sequence[tuple[Document, dict]],
+    deleted: Iterable[str],
+    report: SyncReport,
+    progress: Progress | None = None,
+    batch_files: int = 256,
+) -> None:
+    """Write changed documents (with their file rows) and remove deleted paths.
+
+    Embedding happens before each write transaction, so a crash leaves either the old or the new rows of a file.
+    """
+    for path in deleted:
+        with store.transaction():
+            store.delete_file(path)
+    total = len(changed)
+    for start in range(0, total, batch_files):
+        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start : start + batch_files]]
+        vectors: dict[str, np.ndarray] = {}
+        if embedder is not None:
+            texts = {c["hash"]: c["text"] for p, _ in batch for c in p.chunks}
+            vectors, n_embedded, hits = embed_with_cache(store, embedder, texts, progress)
+            report.embedded += n_embedded
+            report.cache_hits += hits
+        with store.transaction():
+            for p, meta in batch:
+                store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
+        if progress:
+            progress("index", min(start + batch_files, total), total)
+
+
+def file_row(doc: Document, doc_hash: str, abspath: str | None, size: int, mtime: float) -> dict:
+    return {
+        "path": doc.path, "abspath": abspath, "source": doc.source, "hash": doc_hash, "mtime": mtime, "size": size,
+        "date": doc.date, "evergreen": int(doc.evergreen),
+    }
+
+
+def sync_documents(
+    store: Store,
+    settings: Settings,
+    embedder: Embedder | None,
+    documents: Iterable[Document],
+    prune: bool = True,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Index an iterable of in-memory documents incrementally (by document hash); delete missing ones if ``prune``."""
+    t0 = time.perf_counter()
+    report = SyncReport()
+    known = store.files()
+    seen: set[str] = set()
+    changed: list[tuple[Document, dict]] = []
+    for doc in documents:
+        if doc.path in seen:
+            report.warnings.append(f"duplicate document path {doc.path!r} skipped")
+            continue
+        seen.add(doc.path)
+        h = document_hash(doc)
+        if doc.path in known and known[doc.path]["hash"] == h:
+            report.unchanged += 1
+            continue
+        if doc.path in known:
+            report.changed += 1
+        else:
+            report.added += 1
+        changed.append((doc, file_row(doc, h, None, len(doc.text), doc.mtime)))
+    deleted = [p for p in known if p not in seen] if prune else []
+    report.deleted = len(deleted)
+    apply_documents(store, settings, embedder, changed, deleted, report, progress)
+    counts = store.counts()
+    report.files, report.chunks = counts["files"], counts["chunks"]
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,139 @@
+"""Plain data passed between layers: documents, chunks, candidates and ranked hits.
+
+``retrieve()`` produces :class:`Candidates`; the pure ``rank()`` turns them into a :class:`Ranking` of :class:`Hit`.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Document:
+    """One unit of source text to index: a memory file, a transcript, or an evaluation corpus document.
+
+    Attributes:
+        path: workspace-relative path (``memory/2026-05-01.md``) or any stable id for virtual documents.
+        text: the text to chunk (for transcripts, the formatted ``User:``/``Assistant:`` lines).
+        source: ``memory``, ``sessions`` or a corpus name; scoping filters on it.
+        mtime: modification time, seconds since the epoch.
+        date: the document's own date (epoch seconds), e.g. from ``memory/2026-05-01.md``; wins over mtime for decay.
+        evergreen: exempt from temporal decay (``MEMORY.md``, undated topic files).
+        line_map: for derived text (transcripts), the source line number of each text line (1-based), so citations
+            point at the original file.
+    """
+
+    path: str
+    text: str
+    source: str = "memory"
+    mtime: float = 0.0
+    date: float | None = None
+    evergreen: bool = False
+    line_map: tuple[int, ...] | None = None
+
+    @property
+    def timestamp(self) -> float:
+        return self.date if self.date is not None else self.mtime
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of a document's lines, 1-based and inclusive."""
+
+    start_line: int
+    end_line: int
+    text: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """What ranking needs to know about one candidate chunk."""
+
+    id: int
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    timestamp: float
+    evergreen: bool
+    tokens: frozenset[str]
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class LegHit:
+    """One entry of a retrieval leg, in rank order.
+
+    ``raw`` is the backend's own score: cosine similarity for the vector leg, FTS5 ``bm25()`` (negative, lower is
+    better) for the keyword leg. ``rank`` is 1-based.
+    """
+
+    chunk_id: int
+    raw: float
+    rank: int
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Everything retrieved for one query, ready for any number of ``rank()`` calls.
+
+    Each leg holds up to ``pool`` entries; a smaller pool is a prefix of each list.
+    """
+
+    query: str
+    query_tokens: tuple[str, ...]
+    keyword: tuple[LegHit, ...]
+    vector: tuple[LegHit, ...]
+    chunks: Mapping[int, ChunkInfo]
+    pool: int
+    keyword_searched: bool = True
+    vector_searched: bool = True
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A candidate after ranking, with every stage's score.
+
+    Scores of a leg that did not find the chunk are ``None`` (and count as 0 in fusion). ``kept`` is False for
+    candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``).
+    """
+
+    chunk_id: int
+    path: str
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    citation: str
+    snippet: str
+    vector_raw: float | None
+    vector_score: float | None
+    vector_rank: int | None
+    text_raw: float | None
+    text_score: float | None
+    text_rank: int | None
+    fused_score: float
+    decay_factor: float
+    decayed_score: float
+    mmr_score: float | None
+    mmr_position: int | None
+    final_score: float
+    position: int | None
+    kept: bool
+    cut_reason: str | None = None
+    rescued: bool = False
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The output of ``rank()``: the results returned, and every candidate for explanation."""
+
+    hits: tuple[Hit, ...]
+    candidates: tuple[Hit, ...]
+    rescued: bool = False

@@ -1,0 +1,78 @@
+"""Retrieval: the two legs (FTS5 BM25 and vector KNN) for one query, returned as plain-data :class:`Candidates`.
+
+The expensive half of search. ``rank()`` does all scoring afterwards; retrieve once at the largest pool any ranking
+config asks for, and rank as often as you like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from hybridmem.config import TokenizerConfig
+from hybridmem.models import Candidates, ChunkInfo, LegHit
+from hybridmem.store import Store
+from hybridmem.tokenization import fts_query, query_terms
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Restricts both legs alike: a source (``memory``/``sessions``) and/or a path prefix."""
+
+    source: str | None = None
+    path_prefix: str | None = None
+
+
+def keyword_leg(store: Store, query: str, pool: int, tokenizer: TokenizerConfig, scope: Scope) -> list[LegHit]:
+    """FTS5 BM25 through the safe query builder; ``raw`` is FTS5's ``bm25()`` (negative, lower is better)."""
+    match = fts_query(query, tokenizer)
+    if match is None or pool <= 0:
+        return []
+    rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
+    return [LegHit(cid, raw, i + 1) for i, (cid, raw) in enumerate(rows)]
+
+
+def vector_leg(
+    search: Callable[[np.ndarray, int, str | None, str | None], list[tuple[int, float]]],
+    query_vector: np.ndarray,
+    pool: int,
+    scope: Scope,
+) -> list[LegHit]:
+    """Vector KNN through ``search`` (in-memory matrix or sqlite-vec); ``raw`` is the cosine similarity."""
+    if pool <= 0:
+        return []
+    rows = search(query_vector, pool, scope.source, scope.path_prefix)
+    return [LegHit(cid, sim, i + 1) for i, (cid, sim) in enumerate(rows)]
+
+
+def chunk_infos(
+    store: Store, ids: list[int], vector_of: Callable[[int], np.ndarray | None] | None = None
+) -> dict[int, ChunkInfo]:
+    """What ranking needs per chunk; ``vector_of`` adds vectors for cosine MMR."""
+    rows = store.chunk_rows(ids)
+    out: dict[int, ChunkInfo] = {}
+    for cid, (path, source, start, end, text, tokens, ts, evergreen) in rows.items():
+        out[cid] = ChunkInfo(
+            id=cid, path=path, source=source, start_line=start, end_line=end, text=text, timestamp=ts,
+            evergreen=bool(evergreen), tokens=frozenset(tokens.split()),
+            vector=vector_of(cid) if vector_of is not None else None,
+        )
+    return out
+
+
+def build_candidates(
+    query: str,
+    tokenizer: TokenizerConfig,
+    keyword: list[LegHit],
+    vector: list[LegHit],
+    chunks: dict[int, ChunkInfo],
+    pool: int,
+    keyword_searched: bool,
+    vector_searched: bool,
+) -> Candidates:
+    return Candidates(
+        query=query, query_tokens=tuple(query_terms(query, tokenizer)), keyword=tuple(keyword), vector=tuple(vector),
+        chunks=chunks, pool=pool, keyword_searched=keyword_searched, vector_searched=vector_searched,
+    )

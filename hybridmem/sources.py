@@ -1,0 +1,162 @@
+"""Finding what to index in a workspace and reading it into :class:`~hybridmem.models.Document` objects.
+
+Memory files: ``MEMORY.md``, ``memory.md``, ``memory/**/*.md`` and configured extra paths (files or folders); ``.md``
+only; symlinks skipped; deduplicated by realpath; ``.git``, ``node_modules``, ``.venv`` and the index's own folder
+ignored. Transcripts: ``*.jsonl`` in the configured session folders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from hybridmem.chunking import split_lines
+from hybridmem.config import SourcesConfig
+from hybridmem.models import Document
+from hybridmem.sessions import compile_redactions, parse_transcript
+
+_DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
+ROOT_FILES = ("MEMORY.md", "memory.md")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file found in the workspace. ``path`` is the workspace-relative key used in citations."""
+
+    path: str
+    abspath: str
+    source: str  # "memory" or "sessions"
+    mtime: float
+    size: int
+
+
+def date_from_path(path: str) -> float | None:
+    """The epoch seconds (UTC midnight) of ``memory/**/YYYY-MM-DD.md``, else None."""
+    if not (path.startswith("memory/") or "/memory/" in path):
+        return None
+    m = _DATED.search(path)
+    if not m:
+        return None
+    try:
+        return datetime(int(m[1]), int(m[2]), int(m[3]), tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+
+
+def is_evergreen(path: str) -> bool:
+    """``MEMORY.md``/``memory.md`` and undated files under ``memory/`` never decay."""
+    if path in ROOT_FILES:
+        return True
+    return path.startswith("memory/") and date_from_path(path) is None
+
+
+def _walk(root: Path, suffix: str, ignore: set[str]) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in ignore and not os.path.islink(os.path.join(dirpath, d)))
+        for name in sorted(filenames):
+            if name.lower().endswith(suffix):
+                yield Path(dirpath) / name
+
+
+def _key(workspace: Path, p: Path, extra_root: Path | None) -> str:
+    try:
+        return p.relative_to(workspace).as_posix()
+    except ValueError:
+        base = extra_root if extra_root is not None else p.parent
+        rel = p.relative_to(base).as_posix() if p != base else p.name
+        return f"extra/{base.name}/{rel}" if p != base else f"extra/{p.name}"
+
+
+def discover(workspace: str | Path, config: SourcesConfig | None = None) -> list[SourceFile]:
+    """Every file to index, sorted by path, deduplicated by realpath."""
+    cfg = config or SourcesConfig()
+    ws = Path(workspace).absolute()
+    ignore = set(cfg.ignore_dirs)
+    found: list[tuple[Path, str, Path | None]] = []
+    for name in ROOT_FILES:
+        found.append((ws / name, "memory", None))
+    if (ws / "memory").is_dir() and not (ws / "memory").is_symlink():
+        found += [(p, "memory", None) for p in _walk(ws / "memory", ".md", ignore)]
+    for extra in cfg.extra_paths:
+        ep = Path(extra).expanduser()
+        ep = ep if ep.is_absolute() else ws / ep
+        if ep.is_symlink():
+            continue
+        if ep.is_dir():
+            found += [(p, "memory", ep) for p in _walk(ep, ".md", ignore)]
+        elif ep.suffix.lower() == ".md":
+            found.append((ep, "memory", None))
+    for folder in cfg.session_paths:
+        sp = Path(folder).expanduser()
+        sp = sp if sp.is_absolute() else ws / sp
+        if sp.is_dir() and not sp.is_symlink():
+            found += [(p, "sessions", sp) for p in _walk(sp, ".jsonl", ignore)]
+    out: dict[str, SourceFile] = {}
+    seen_real: set[str] = set()
+    for p, source, root in found:
+        try:
+            if p.is_symlink() or not p.is_file():
+                continue
+            st = p.stat()
+        except OSError:
+            continue
+        real = os.path.realpath(p)
+        if real in seen_real:
+            continue
+        seen_real.add(real)
+        key = _key(ws, p, root)
+        out.setdefault(key, SourceFile(key, str(p), source, st.st_mtime, st.st_size))
+    return [out[k] for k in sorted(out)]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    document: Document | None
+    warning: str | None = None
+    malformed_lines: int = 0
+
+
+def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
+    """Decode a file as UTF-8 (invalid bytes replaced); a warning when it was binary, invalid or too large."""
+    with open(path, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    warning = None
+    if len(data) > max_bytes:
+        data = data[:max_bytes]
+        warning = f"truncated to {max_bytes} bytes"
+    if b"\x00" in data[:8192]:
+        return "", "binary file skipped"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        warning = "invalid UTF-8 replaced"
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, warning
+
+
+def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
+    """Read one discovered file into a Document (None for a binary file)."""
+    cfg = config or SourcesConfig()
+    text, warning = read_text(sf.abspath, cfg.max_file_bytes)
+    if warning == "binary file skipped":
+        return LoadResult(None, warning)
+    if sf.source == "sessions":
+        tr = parse_transcript(split_lines(text), compile_redactions(cfg.redact_patterns))
+        if tr.malformed:
+            warning = f"{tr.malformed} malformed JSONL line(s) skipped" + (f"; {warning}" if warning else "")
+        doc = Document(
+            path=sf.path, text=tr.text, source="sessions", mtime=sf.mtime, date=tr.last_timestamp,
+            evergreen=False, line_map=tr.line_map,
+        )
+        return LoadResult(doc, warning, tr.malformed)
+    doc = Document(
+        path=sf.path, text=text, source="memory", mtime=sf.mtime, date=date_from_path(sf.path),
+        evergreen=is_evergreen(sf.path),
+    )
+    return LoadResult(doc, warning)

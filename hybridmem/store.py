@@ -1,0 +1,448 @@
+"""The SQLite index: the only module that writes SQL.
+
+Tables: ``meta`` (settings hash, dims, provider), ``files`` (one row per indexed source), ``chunks`` (text, lines,
+pre-tokenized text), ``embedding_cache`` (by provider, model, provider_key and text hash), ``chunks_fts`` (FTS5 over the
+token stream, rowid = chunk id) and ``chunks_vec`` (sqlite-vec ``vec0``, cosine, rowid = chunk id, with ``source`` and
+``path`` metadata columns so scoping filters run inside the KNN).
+
+Connections come from :func:`connect`, which picks a driver that can load sqlite-vec (the stdlib ``sqlite3`` of many
+Python builds cannot). Without sqlite-vec the store still works: vectors live in the embedding cache and the vector leg
+runs an exact numpy scan (``status()['vector_backend'] == 'numpy'``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from hybridmem.errors import IndexCorruptError
+from hybridmem.tokenization import fts_tokenizer_spec
+
+SCHEMA_VERSION = 2
+DRIVERS = ("sqlean", "pysqlite3", "sqlite3")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A DB-API connection plus what it can do."""
+
+    db: Any
+    driver: str
+    vec: bool
+    vec_error: str | None
+
+
+def _load_driver(name: str) -> Any:
+    if name == "pysqlite3":
+        return importlib.import_module("pysqlite3.dbapi2")
+    if name == "sqlean":
+        return importlib.import_module("sqlean.dbapi2")
+    return sqlite3
+
+
+def connect(path: str | Path, busy_timeout_ms: int = 5000, drivers: Sequence[str] = DRIVERS) -> Connection:
+    """Open ``path`` with the first driver that can load sqlite-vec; else the first that opens it at all.
+
+    WAL journaling and a busy timeout are set, so readers keep working while a writer syncs.
+    """
+    errors: list[str] = []
+    fallback: tuple[Any, str] | None = None
+    for name in drivers:
+        try:
+            mod = _load_driver(name)
+        except ImportError as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None)
+        try:
+            db.enable_load_extension(True)
+            import sqlite_vec
+
+            sqlite_vec.load(db)
+            db.enable_load_extension(False)
+        except Exception as exc:  # AttributeError when the build lacks extension loading
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            if fallback is None:
+                fallback = (db, name)
+            else:
+                db.close()
+            continue
+        if fallback is not None:
+            fallback[0].close()
+        _pragmas(db, busy_timeout_ms)
+        return Connection(db=db, driver=name, vec=True, vec_error=None)
+    if fallback is None:
+        raise IndexCorruptError(f"no SQLite driver could open {path}: {'; '.join(errors)}")
+    _pragmas(fallback[0], busy_timeout_ms)
+    return Connection(db=fallback[0], driver=fallback[1], vec=False, vec_error="; ".join(errors))
+
+
+def _pragmas(db: Any, busy_timeout_ms: int) -> None:
+    db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+    except Exception:  # noqa: BLE001 - in-memory databases and read-only media keep their journal mode
+        pass
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA foreign_keys = ON")
+
+
+_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        f"""
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS files (
+            path TEXT PRIMARY KEY, abspath TEXT, source TEXT NOT NULL, hash TEXT NOT NULL,
+            mtime REAL NOT NULL, size INTEGER NOT NULL, date REAL, evergreen INTEGER NOT NULL DEFAULT 0,
+            indexed_at REAL NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS chunks (
+            id INTEGER PRIMARY KEY, path TEXT NOT NULL REFERENCES files(path) ON DELETE CASCADE,
+            source TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL,
+            text TEXT NOT NULL, tokens TEXT NOT NULL, timestamp REAL NOT NULL, evergreen INTEGER NOT NULL,
+            embedded INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+        CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+        CREATE TABLE IF NOT EXISTS embedding_cache (
+            provider TEXT NOT NULL, model TEXT NOT NULL, provider_key TEXT NOT NULL, hash TEXT NOT NULL,
+            dims INTEGER NOT NULL, embedding BLOB NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (provider, model, provider_key, hash)
+        );
+        CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(tokens, tokenize="{fts_tokenizer_spec()}");
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
+        """,
+    ),
+]
+
+
+def _prefix_bound(prefix: str) -> str:
+    return prefix + "\U0010ffff"
+
+
+class Store:
+    """The index database. Thread-safe for one writer and many readers through an internal lock."""
+
+    def __init__(self, path: str | Path, busy_timeout_ms: int = 5000, drivers: Sequence[str] = DRIVERS) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = connect(self.path, busy_timeout_ms, drivers)
+        self.db = self._conn.db
+        try:
+            self._migrate()
+        except Exception as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc) or "file is encrypted" in str(exc):
+                self.db.close()
+                raise IndexCorruptError(
+                    f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
+                ) from None
+            raise
+
+    # -- connection --------------------------------------------------------------------------------------------
+    @property
+    def driver(self) -> str:
+        return self._conn.driver
+
+    @property
+    def vec_available(self) -> bool:
+        return self._conn.vec
+
+    @property
+    def vec_error(self) -> str | None:
+        return self._conn.vec_error
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in _MIGRATIONS:
+            if number > version:
+                with self.transaction():
+                    for statement in script.split(";"):
+                        if statement.strip():
+                            self.db.execute(statement)
+                    self.db.execute(f"PRAGMA user_version = {number}")
+        self.db.execute("SELECT count(*) FROM chunks").fetchone()
+
+    class _Tx:
+        def __init__(self, store: "Store") -> None:
+            self.store = store
+
+        def __enter__(self) -> Any:
+            self.store._lock.acquire()
+            self.store.db.execute("BEGIN IMMEDIATE")
+            return self.store.db
+
+        def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+            try:
+                self.store.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            finally:
+                self.store._lock.release()
+
+    def transaction(self) -> "_Tx":
+        """``with store.transaction(): ...`` runs the block in one write transaction."""
+        return Store._Tx(self)
+
+    # -- meta ----------------------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        with self._lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str | int | float) -> None:
+        with self._lock:
+            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
+
+    def all_meta(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+
+    # -- vector table --------------------------------------------------------------------------------------------
+    def has_vec_table(self) -> bool:
+        with self._lock:
+            row = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+        return row is not None
+
+    def ensure_vec_table(self, dims: int) -> bool:
+        """Create ``chunks_vec`` for ``dims`` (rebuilding it when dims changed). False when sqlite-vec is missing."""
+        if not self.vec_available or dims <= 0:
+            return False
+        with self._lock:
+            current = self.get_meta("vec_dims")
+            if current is not None and int(current) == dims and self.has_vec_table():
+                return True
+            self.db.execute("DROP TABLE IF EXISTS chunks_vec")
+            self.db.execute(
+                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}] distance_metric=cosine, "
+                "source text, path text)"
+            )
+            self.set_meta("vec_dims", dims)
+        return True
+
+    # -- files ---------------------------------------------------------------------------------------------------
+    def files(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            cur = self.db.execute(
+                "SELECT path, abspath, source, hash, mtime, size, date, evergreen FROM files ORDER BY path"
+            )
+            cols = [d[0] for d in cur.description]
+            return {row[0]: dict(zip(cols, row)) for row in cur.fetchall()}
+
+    def file_chunk_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
+
+    def delete_file(self, path: str) -> None:
+        """Remove a file and its chunks from every table. Call inside a transaction."""
+        ids = [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path = ?", (path,)).fetchall()]
+        self._delete_chunk_ids(ids)
+        self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def _delete_chunk_ids(self, ids: Sequence[int]) -> None:
+        has_vec = self.vec_available and self.has_vec_table()
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            self.db.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
+            if has_vec:
+                self.db.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", part)
+
+    def upsert_file(
+        self,
+        file: dict[str, Any],
+        chunks: Sequence[dict[str, Any]],
+        vectors: Sequence[np.ndarray | None],
+    ) -> None:
+        """Replace a file's rows. ``chunks`` are dicts with start_line, end_line, hash, text, tokens, timestamp,
+        evergreen; ``vectors`` parallel to them (None when not embedded). Call inside a transaction."""
+        self.delete_file(file["path"])
+        self.db.execute(
+            "INSERT INTO files(path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
+            "VALUES (:path, :abspath, :source, :hash, :mtime, :size, :date, :evergreen, :indexed_at)",
+            {**file, "indexed_at": time.time()},
+        )
+        has_vec = self.vec_available and self.has_vec_table()
+        for chunk, vec in zip(chunks, vectors):
+            cur = self.db.execute(
+                "INSERT INTO chunks(path, source, start_line, end_line, hash, text, tokens, timestamp, evergreen, "
+                "embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    file["path"], file["source"], chunk["start_line"], chunk["end_line"], chunk["hash"], chunk["text"],
+                    chunk["tokens"], chunk["timestamp"], int(chunk["evergreen"]), int(vec is not None),
+                ),
+            )
+            cid = cur.lastrowid
+            self.db.execute("INSERT INTO chunks_fts(rowid, tokens) VALUES (?, ?)", (cid, chunk["tokens"]))
+            if vec is not None and has_vec:
+                self.db.execute(
+                    "INSERT INTO chunks_vec(rowid, embedding, source, path) VALUES (?, ?, ?, ?)",
+                    (cid, np.asarray(vec, dtype=np.float32).tobytes(), file["source"], file["path"]),
+                )
+
+    def clear(self) -> None:
+        """Delete every file and chunk (the embedding cache stays). Call inside a transaction."""
+        self.db.execute("DELETE FROM chunks")
+        self.db.execute("DELETE FROM files")
+        self.db.execute("DELETE FROM chunks_fts")
+        self.db.execute("DROP TABLE IF EXISTS chunks_vec")
+        self.db.execute("DELETE FROM meta WHERE key = 'vec_dims'")
+
+    # -- embedding cache -----------------------------------------------------------------------------------------
+    def cache_get(self, provider: str, model: str, provider_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(hashes))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = self.db.execute(
+                    f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND provider_key = ?"
+                    f" AND hash IN ({marks})",
+                    (provider, model, provider_key, *part),
+                ).fetchall()
+                for h, blob in rows:
+                    out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def cache_put(self, provider: str, model: str, provider_key: str, items: dict[str, np.ndarray]) -> None:
+        now = time.time()
+        with self._lock:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (provider, model, provider_key, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes(), now)
+                    for h, v in items.items()
+                ],
+            )
+
+    def cache_rows(self) -> Iterator[tuple]:
+        """Every cache row, for seeding a rebuilt index."""
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT provider, model, provider_key, hash, dims, embedding, updated_at FROM embedding_cache"
+            ).fetchall()
+        return iter(rows)
+
+    def cache_insert_rows(self, rows: Iterable[tuple]) -> None:
+        with self._lock:
+            self.db.executemany(
+                "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def cache_count(self) -> int:
+        with self._lock:
+            return self.db.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
+
+    # -- reads ---------------------------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            files = self.db.execute("SELECT count(*) FROM files").fetchone()[0]
+            chunks, embedded = self.db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+        return {"files": files, "chunks": chunks, "embedded_chunks": int(embedded)}
+
+    @staticmethod
+    def _scope_sql(alias: str, source: str | None, path_prefix: str | None) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if source:
+            clauses.append(f"{alias}source = ?")
+            params.append(source)
+        if path_prefix:
+            clauses.append(f"{alias}path >= ? AND {alias}path < ?")
+            params += [path_prefix, _prefix_bound(path_prefix)]
+        return "".join(f" AND {c}" for c in clauses), params
+
+    def keyword_search(
+        self, match: str, limit: int, source: str | None = None, path_prefix: str | None = None
+    ) -> list[tuple[int, float]]:
+        """FTS5 BM25 search: ``(chunk_id, bm25)`` best first (bm25 is negative; lower is better)."""
+        scope, params = self._scope_sql("c.", source, path_prefix)
+        if scope:
+            sql = (
+                "SELECT f.rowid, bm25(chunks_fts) AS r FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+                f"WHERE chunks_fts MATCH ?{scope} ORDER BY r LIMIT ?"
+            )
+        else:
+            sql = "SELECT rowid, bm25(chunks_fts) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+        with self._lock:
+            return [(int(i), float(r)) for i, r in self.db.execute(sql, (match, *params, limit)).fetchall()]
+
+    def vector_knn(
+        self, query: np.ndarray, k: int, source: str | None = None, path_prefix: str | None = None
+    ) -> list[tuple[int, float]]:
+        """sqlite-vec KNN (``MATCH ... AND k = ?``): ``(chunk_id, cosine similarity)`` best first."""
+        scope, params = self._scope_sql("", source, path_prefix)
+        sql = f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{scope} ORDER BY distance"
+        blob = np.asarray(query, dtype=np.float32).tobytes()
+        with self._lock:
+            rows = self.db.execute(sql, (blob, int(k), *params)).fetchall()
+        return [(int(i), 1.0 - float(d)) for i, d in rows]
+
+    def load_vectors(
+        self, provider: str, model: str, provider_key: str
+    ) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+        """All embedded chunks' vectors: ``(ids, matrix, sources, paths)`` for exact in-memory search."""
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT c.id, e.embedding, c.source, c.path FROM chunks c JOIN embedding_cache e ON e.hash = c.hash "
+                "AND e.provider = ? AND e.model = ? AND e.provider_key = ? WHERE c.embedded = 1 ORDER BY c.id",
+                (provider, model, provider_key),
+            ).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), [], []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        mat = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return ids, mat, [r[2] for r in rows], [r[3] for r in rows]
+
+    def chunk_rows(self, ids: Sequence[int]) -> dict[int, tuple]:
+        """``id -> (path, source, start_line, end_line, text, tokens, timestamp, evergreen)``."""
+        out: dict[int, tuple] = {}
+        uniq = list(dict.fromkeys(int(i) for i in ids))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                marks = ",".join("?" * len(part))
+                for row in self.db.execute(
+                    "SELECT id, path, source, start_line, end_line, text, tokens, timestamp, evergreen FROM chunks "
+                    f"WHERE id IN ({marks})",
+                    part,
+                ).fetchall():
+                    out[row[0]] = row[1:]
+        return out
+
+    def chunk_hashes(self, ids: Sequence[int]) -> dict[int, str]:
+        uniq = list(dict.fromkeys(int(i) for i in ids))
+        out: dict[int, str] = {}
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                marks = ",".join("?" * len(part))
+                out.update(self.db.execute(f"SELECT id, hash FROM chunks WHERE id IN ({marks})", part).fetchall())
+        return out
+
+    def data_version(self) -> tuple[int, str]:
+        """Changes whenever another connection commits; plus our own generation counter."""
+        with self._lock:
+            dv = self.db.execute("PRAGMA data_version").fetchone()[0]
+            gen = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(dv), gen[0] if gen else "0"
