@@ -151,6 +151,15 @@ class MemoryIndex:
         return "; ".join(self._skipped) or None
 
     def _identity(self) -> tuple[str, str, str, int]:
+        """(provider, model, provider_key, dims) of the embedder, without loading a local model when the index
+        already records the same provider and model (so a warm sync or a keyword-only search stays fast)."""
+        if not self._embedder_loaded:
+            cfg = self.settings.embedding
+            meta = self.store.all_meta()
+            if cfg.provider == "none":
+                return "none", "", "", 0
+            if cfg.provider == "local" and meta.get("provider") == "local" and meta.get("model") == cfg.model:
+                return "local", cfg.model, meta.get("provider_key", ""), int(meta.get("dims", 0) or 0)
         e = self.embedder
         if e is None:
             return "none", "", "", 0
@@ -230,7 +239,8 @@ class MemoryIndex:
                 changed.append((loaded.document, row))
             deleted = [p for p in known if p not in seen]
             report.deleted = len(deleted)
-            apply_documents(self.store, self.settings, self.embedder, changed, deleted, report, progress)
+            embedder = self.embedder if changed else None
+            apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress)
             self._bump()
             counts = self.store.counts()
             report.files, report.chunks = counts["files"], counts["chunks"]
@@ -326,6 +336,10 @@ class MemoryIndex:
         if session:
             source, path_prefix = "sessions", session_prefix(session)
         timings: dict[str, float] = {}
+        if cfg.vector_weight > 0 and not self._embedder_loaded:
+            t0 = time.perf_counter()
+            _ = self.embedder  # load the model outside the per-query timings
+            timings["model_load"] = (time.perf_counter() - t0) * 1000
         t_all = time.perf_counter()
         cands = self.retrieve(
             query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,

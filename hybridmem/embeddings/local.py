@@ -42,12 +42,22 @@ def load_sentence_transformer(model: str = DEFAULT_MODEL):  # noqa: ANN201
         if Path(path).exists():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise ProviderError(
                 "the local embedding provider needs sentence-transformers: pip install 'hybridmem[embed]'"
             ) from exc
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        except ImportError:  # pragma: no cover
+            pass
         try:
             st = SentenceTransformer(path, device="cpu")
         except Exception as exc:  # noqa: BLE001 - any load failure means the provider is unavailable
@@ -65,7 +75,8 @@ class SentenceTransformerEmbedder(Embedder):
         self.model = model
         self.batch_size = batch_size
         self._st = load_sentence_transformer(model)
-        self._dims = int(self._st.get_sentence_embedding_dimension() or len(self._st.encode(["x"])[0]))
+        get_dims = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
+        self._dims = int(get_dims() or len(self._st.encode(["x"])[0]))
 
     @property
     def dims(self) -> int:
