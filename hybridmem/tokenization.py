@@ -94,7 +94,7 @@ def _split_identifier(run: str) -> list[tuple[int, int]]:
     pos = 0
     for part in run.split("_"):
         if part:
-            if part.islower() or part.isupper() or not part.isascii() and part == part.lower():
+            if part.islower() or part.isupper() or part[1:].islower() or not any(c.isupper() for c in part[1:]):
                 spans.append((pos, pos + len(part)))
             else:
                 for m in _PIECE_RE.finditer(part):

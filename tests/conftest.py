@@ -1,0 +1,60 @@
+"""Shared fixtures: small inline workspaces, a counting embedder, and the demo workspace indexed once with MiniLM."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "datasets" / "demo-memory"
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    write(ws, "MEMORY.md", "# Memory\n\nLinh prefers dark mode.\nThe payment_processor retries with retry_backoff_ms = 250.\n")
+    write(ws, "memory/2026-05-01.md", "# 2026-05-01\n\nMet Tanaka about thanh toán hóa đơn.\n支付处理器的重试策略已更新。\n")
+    write(ws, "memory/2026-06-01.md", "# 2026-06-01\n\n決済サービスの再試行を修正した。\nการชำระเงินล้มเหลวเมื่อวานนี้\n")
+    write(ws, "memory/topics/cars.md", "# Cars\n\nThe mechanic swapped the timing belt on the Civic in March.\n")
+    write(ws, "notes/ignored.md", "not a memory file\n")
+    return ws
+
+
+@pytest.fixture
+def hash_embedder():
+    from hybridmem.embeddings.fake import HashEmbedder
+
+    return HashEmbedder(dims=64)
+
+
+@pytest.fixture(scope="session")
+def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the demo workspace (tests never write into the repository)."""
+    dst = tmp_path_factory.mktemp("demo") / "workspace"
+    shutil.copytree(DEMO / "workspace", dst, ignore=shutil.ignore_patterns(".hybridmem"))
+    return dst
+
+
+@pytest.fixture(scope="session")
+def demo_index(demo_copy: Path):
+    """The demo workspace indexed with the real all-MiniLM-L6-v2 model."""
+    from hybridmem.index import MemoryIndex
+
+    idx = MemoryIndex(demo_copy)
+    idx.sync()
+    yield idx
+    idx.close()

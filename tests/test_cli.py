@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridmem.cli import main
+from tests.conftest import write
+
+
+@pytest.fixture
+def kw_workspace(workspace: Path) -> Path:
+    write(workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n')
+    return workspace
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_index_status_search_get_json(kw_workspace: Path, capsys):
+    code, out, _ = run(capsys, "index", str(kw_workspace), "--json")
+    data = json.loads(out)
+    assert code == 0 and {"files", "chunks", "embedded", "cache_hits"} <= set(data) and data["files"] == 4
+    code, out, _ = run(capsys, "status", str(kw_workspace), "--json")
+    st = json.loads(out)
+    assert {"files", "chunks", "provider", "model", "dims", "vector_backend", "fts_tokenizer"} <= set(st)
+    assert st["vector_backend"] in ("sqlite-vec", "numpy") and st["provider"] == "none"
+    code, out, _ = run(capsys, "search", "timing belt", str(kw_workspace), "--json")
+    res = json.loads(out)
+    assert {"results", "provider", "model", "fallback"} <= set(res)
+    r0 = res["results"][0]
+    assert {"path", "start_line", "end_line", "score", "snippet", "citation", "vector_score", "text_score"} <= set(r0)
+    assert r0["citation"] == "memory/topics/cars.md#L1-L3"
+    code, out, _ = run(capsys, "get", "memory/topics/cars.md", str(kw_workspace), "--from", "3", "--lines", "1")
+    assert out.strip() == "The mechanic swapped the timing belt on the Civic in March."
+
+
+def test_search_explain_lists_every_candidate(kw_workspace: Path, capsys):
+    code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--explain", "--fusion", "rrf")
+    assert code == 0 and "citation" in out and "status" in out and "fusion=rrf" in out
+    assert "kept" in out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["get", "../etc/passwd"], "escapes the memory root"),
+        (["get", "/etc/passwd"], "absolute paths are refused"),
+        (["search", "x", "/definitely/not/here"], "workspace not found"),
+        (["search", "x", "--fusion", "bogus"], "bogus"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(kw_workspace: Path, capsys, argv, message):
+    if argv[0] == "get" or argv[-2] == "--fusion":
+        argv = argv[:2] + [str(kw_workspace)] + argv[2:]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_config_names_the_setting(kw_workspace: Path, capsys):
+    write(kw_workspace, "hybridmem.toml", "[ranking]\nmmr_lambda = 3.0\n")
+    code, _, err = run(capsys, "status", str(kw_workspace))
+    assert code == 2 and "ranking.mmr_lambda" in err
+
+
+@pytest.mark.slow
+def test_entry_point_with_real_model(demo_copy: Path, tmp_path: Path):
+    index = tmp_path / "i.sqlite"
+    cmd = [sys.executable, "-m", "hybridmem.cli"]
+    out = subprocess.run(cmd + ["index", str(demo_copy), "--index", str(index), "--json"], capture_output=True,
+                         text=True, check=True)
+    assert json.loads(out.stdout)["chunks"] > 40
+    out = subprocess.run(cmd + ["search", "car repair history", str(demo_copy), "--index", str(index), "--json"],
+                         capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout)
+    assert res["provider"] == "local" and res["model"] == "all-MiniLM-L6-v2" and res["results"]

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+
+from hybridmem.config import PRESETS, RankConfig, Settings, load_settings, preset, settings_from_dict
+from hybridmem.errors import ConfigError
+
+
+def test_defaults_match_design():
+    s = Settings()
+    assert (s.chunking.tokens, s.chunking.overlap, s.chunking.max_chars, s.chunking.overlap_chars) == (400, 80, 1600, 320)
+    r = s.ranking
+    assert (r.vector_weight, r.text_weight, r.rrf_k, r.max_results, r.candidate_multiplier) == (0.7, 0.3, 60, 6, 4)
+    assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.35, 700, 4000, 30.0, 0.7)
+    assert r.pool == 24
+    assert RankConfig(max_results=100, candidate_multiplier=20).pool == 200
+
+
+def test_reference_preset_reproduces_reference():
+    ref = preset("reference")
+    assert (ref.fusion, ref.bm25_norm, ref.vector_norm, ref.mmr, ref.decay) == ("weighted", "reference", "raw", False, False)
+    with pytest.raises(ConfigError, match="expected one of"):
+        preset("nope")
+    assert {"keyword", "vector", "weighted", "rrf", "reference"} <= set(PRESETS)
+
+
+@pytest.mark.parametrize(
+    "section,values,name",
+    [
+        ("ranking", {"mmr_lambda": 1.5}, "ranking.mmr_lambda"),
+        ("ranking", {"bm25_norm": "bogus"}, "ranking.bm25_norm"),
+        ("ranking", {"candidate_multiplier": 0}, "ranking.candidate_multiplier"),
+        ("ranking", {"vector_weight": -1.0}, "ranking.vector_weight"),
+        ("chunking", {"overlap": 500}, "chunking.overlap"),
+        ("embedding", {"provider": "magic"}, "embedding.provider"),
+        ("ranking", {"unknown_key": 1}, "ranking.unknown_key"),
+        ("ranking", {"max_results": "six"}, "ranking.max_results"),
+    ],
+)
+def test_invalid_values_name_the_setting(section, values, name):
+    with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
+        Settings().override(**{section: values})
+
+
+def test_toml_loading_and_override(tmp_path):
+    p = tmp_path / "hybridmem.toml"
+    p.write_text('[ranking]\nfusion = "rrf"\nrrf_k = 30\n[chunking]\ntokens = 200\n[sources]\nextra_paths = ["docs"]\n')
+    s = load_settings(p)
+    assert s.ranking.fusion == "rrf" and s.ranking.rrf_k == 30 and s.chunking.tokens == 200
+    assert s.sources.extra_paths == ("docs",)
+    assert load_settings(workspace=tmp_path).ranking.rrf_k == 30
+    with pytest.raises(ConfigError, match="cannot parse"):
+        p.write_text("[ranking\n")
+        load_settings(p)
+    with pytest.raises(ConfigError, match="unknown settings section"):
+        settings_from_dict({"rankin": {}})
+
+
+def test_index_hash_tracks_index_settings_only():
+    s = Settings()
+    assert s.index_hash(384) == Settings().index_hash(384)
+    assert s.index_hash(384) != s.index_hash(768)
+    assert s.index_hash() != s.override(chunking={"tokens": 200}).index_hash()
+    assert s.index_hash() != s.override(tokenizer={"stem": False}).index_hash()
+    assert s.index_hash() != s.override(embedding={"model": "other"}).index_hash()
+    # ranking and query-only settings never force a reindex
+    assert s.index_hash() == s.override(ranking={"fusion": "rrf"}, tokenizer={"query_mode": "and"}).index_hash()

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hybridmem.config import Settings
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.errors import PathError, WorkspaceError
+from hybridmem.index import MemoryIndex
+from hybridmem.models import Document
+from hybridmem.sources import discover
+from tests.conftest import write
+
+
+def test_discovery_rules(workspace: Path, tmp_path: Path):
+    write(workspace, "memory/.git/x.md", "no")
+    write(workspace, "memory/notes.txt", "no")
+    write(workspace, "memory/node_modules/y.md", "no")
+    outside = write(tmp_path, "outside/secret.md", "secret")
+    os.symlink(outside, workspace / "memory" / "link.md")
+    os.symlink(workspace / "MEMORY.md", workspace / "memory.md")  # same realpath: deduped (and a symlink)
+    paths = [f.path for f in discover(workspace)]
+    assert paths == ["MEMORY.md", "memory/2026-05-01.md", "memory/2026-06-01.md", "memory/topics/cars.md"]
+
+
+def test_extra_paths_files_and_folders(workspace: Path, tmp_path: Path):
+    write(tmp_path, "extra/a.md", "alpha")
+    write(tmp_path, "extra/sub/b.md", "beta")
+    write(workspace, "notes/c.md", "gamma")
+    s = Settings().override(sources={"extra_paths": [str(tmp_path / "extra"), "notes/c.md"]})
+    paths = [f.path for f in discover(workspace, s.sources)]
+    assert "extra/extra/a.md" in paths and "extra/extra/sub/b.md" in paths and "notes/c.md" in paths
+
+
+def test_incremental_sync_embeds_only_changes(workspace: Path):
+    emb = HashEmbedder()
+    idx = MemoryIndex(workspace, embedder=emb)
+    r1 = idx.sync()
+    assert (r1.files, r1.added, r1.embedded) == (4, 4, r1.chunks) and r1.chunks >= 4
+    assert idx.sync().embedded == 0 and emb.embedded == r1.chunks  # second sync: nothing embedded
+    write(workspace, "memory/2026-07-01.md", "# new\n\nA brand new note about kayaks.\n")
+    p = workspace / "memory/topics/cars.md"
+    p.write_text(p.read_text() + "\nAlso replaced the brake pads.\n")
+    (workspace / "memory/2026-06-01.md").unlink()
+    r3 = idx.sync()
+    assert (r3.added, r3.changed, r3.deleted, r3.embedded) == (1, 1, 1, 2)
+    assert idx.sync().embedded == 0
+    st = idx.status()
+    assert st["files"] == 4 and st["chunks"] == idx.store.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+    # an edit that restores already-seen text is served from the cache
+    p.write_text(p.read_text().replace("\nAlso replaced the brake pads.\n", ""))
+    r5 = idx.sync()
+    assert r5.changed == 1 and r5.embedded == 0 and r5.cache_hits == 1
+
+
+def test_settings_change_triggers_full_reindex(workspace: Path):
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    idx.close()
+    idx2 = MemoryIndex(workspace, settings=Settings().override(chunking={"tokens": 100}), embedder=HashEmbedder())
+    r = idx2.sync()
+    assert r.full_reindex and r.added == 4
+
+
+def test_dims_change_rebuilds_vectors(workspace: Path):
+    MemoryIndex(workspace, embedder=HashEmbedder(dims=32)).sync()
+    idx = MemoryIndex(workspace, embedder=HashEmbedder(dims=48))
+    r = idx.sync()
+    assert r.full_reindex and idx.status()["dims"] == 48
+    assert idx.store.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == r.chunks
+    assert idx.search("timing belt", vector_weight=1.0, text_weight=0.0, min_score=0.0).results
+
+
+def test_keyword_only_without_provider(workspace: Path):
+    idx = MemoryIndex(workspace, embedder=None)
+    r = idx.sync()
+    assert r.embedded == 0 and r.chunks >= 4
+    resp = idx.search("timing belt")
+    assert resp.results and resp.results[0].path == "memory/topics/cars.md"
+    assert resp.fallback and idx.status()["provider"] == "none"
+
+
+def test_documents_index_through_the_same_pipeline(tmp_path: Path):
+    emb = HashEmbedder()
+    idx = MemoryIndex(index_path=tmp_path / "i.sqlite", embedder=emb)
+    docs = [Document(f"d{i}", f"document number {i} about topic{i % 3}", source="corpus") for i in range(10)]
+    r = idx.index_documents(docs)
+    assert (r.files, r.embedded) == (10, 10)
+    assert idx.index_documents(docs).embedded == 0
+    assert idx.index_documents(docs[:5]).deleted == 5
+    with pytest.raises(WorkspaceError):
+        idx.sync()
+
+
+def test_numpy_fallback_matches_sqlite_vec(workspace: Path):
+    emb = HashEmbedder()
+    mem = MemoryIndex(workspace, embedder=emb)
+    mem.sync()
+    knn = MemoryIndex(workspace, settings=Settings().override(store={"vector_search": "sqlite-vec"}), embedder=emb)
+    for q in ["timing belt civic", "payment retries", "thanh toán", "dark mode"]:
+        a = mem.retrieve(q, 10, keyword=False).vector
+        b = knn.retrieve(q, 10, keyword=False).vector
+        # same neighbours with the same scores; exact ties may come in either order
+        key = lambda hits: sorted((round(-h.raw, 5), h.chunk_id) for h in hits)  # noqa: E731
+        assert key(a) == key(b)
+        assert [round(h.raw, 5) for h in a] == [round(h.raw, 5) for h in b]
+
+
+def test_scoping_applies_to_both_legs(workspace: Path):
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    from hybridmem.retrieve import Scope
+
+    c = idx.retrieve("payment thanh toán timing", 20, scope=Scope(path_prefix="memory/topics/"))
+    paths = {c.chunks[h.chunk_id].path for h in (*c.keyword, *c.vector)}
+    assert paths == {"memory/topics/cars.md"}
+
+
+def test_get_reads_lines_and_refuses_escapes(workspace: Path, tmp_path: Path):
+    idx = MemoryIndex(workspace, embedder=None)
+    idx.sync()
+    out = idx.get("memory/topics/cars.md", from_line=3, lines=1)
+    assert out["text"] == "The mechanic swapped the timing belt on the Civic in March."
+    assert idx.get("MEMORY.md")["total_lines"] == 4
+    outside = write(tmp_path, "outside.md", "secret")
+    os.symlink(outside, workspace / "memory" / "evil.md")
+    for bad in ["../outside.md", "/etc/passwd", str(outside), "memory/../../outside.md", "", "memory/evil.md",
+                "notes/ignored.md", "C:\\x.md", "~/x.md", "memory/\x00.md"]:
+        with pytest.raises(PathError):
+            idx.get(bad)
+
+
+def test_missing_workspace_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(WorkspaceError, match="not found"):
+        MemoryIndex(tmp_path / "nope")

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hybridmem.embeddings.base import sanitize
+from hybridmem.store import Store, connect
+from hybridmem.vectors import VectorMatrix
+
+
+def _fill(store: Store, n: int, dims: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    mat = sanitize(rng.normal(size=(n, dims)))
+    store.ensure_vec_table(dims)
+    with store.transaction():
+        for i in range(n):
+            path = f"{'memory' if i % 3 else 'sessions'}/f{i:03d}.md"
+            store.upsert_file(
+                {"path": path, "abspath": None, "source": path.split("/")[0], "hash": str(i), "mtime": 0.0,
+                 "size": 1, "date": None, "evergreen": 0},
+                [{"start_line": 1, "end_line": 1, "hash": f"h{i}", "text": f"text {i}", "tokens": f"text t{i}",
+                  "timestamp": 0.0, "evergreen": False}],
+                [mat[i]],
+            )
+    store.cache_put("p", "m", "", {f"h{i}": mat[i] for i in range(n)})
+    return mat
+
+
+def test_driver_loads_sqlite_vec(tmp_path):
+    conn = connect(tmp_path / "x.sqlite")
+    assert conn.vec and conn.driver in ("sqlean", "pysqlite3", "sqlite3")
+    assert conn.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_stdlib_without_extensions_falls_back(tmp_path):
+    store = Store(tmp_path / "x.sqlite", drivers=("sqlite3",))
+    # this machine's stdlib sqlite3 cannot load extensions: the store still opens, without sqlite-vec
+    if store.vec_available:
+        pytest.skip("this Python's sqlite3 can load extensions")
+    assert store.vec_error and not store.ensure_vec_table(8)
+
+
+def test_migrations_are_numbered_and_idempotent(tmp_path):
+    Store(tmp_path / "x.sqlite").close()
+    s = Store(tmp_path / "x.sqlite")
+    assert s.db.execute("PRAGMA user_version").fetchone()[0] == 2
+    names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master")}
+    assert {"meta", "files", "chunks", "embedding_cache", "chunks_fts"} <= names
+
+
+def test_knn_uses_match_k_and_equals_numpy_topk(tmp_path):
+    store = Store(tmp_path / "x.sqlite")
+    mat = _fill(store, 300, 16)
+    ids, m, sources, paths = store.load_vectors("p", "m", "")
+    vm = VectorMatrix(ids, m, sources, paths)
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        q = sanitize(rng.normal(size=16))[0]
+        knn = store.vector_knn(q, 10)
+        exact = vm.search(q, 10)
+        assert [i for i, _ in knn] == [i for i, _ in exact]
+        assert np.allclose([s for _, s in knn], [s for _, s in exact], atol=1e-5)
+        # scoped alike on both backends
+        assert [i for i, _ in store.vector_knn(q, 5, source="sessions")] == [i for i, _ in vm.search(q, 5, source="sessions")]
+        assert [i for i, _ in store.vector_knn(q, 5, path_prefix="memory/f1")] == [
+            i for i, _ in vm.search(q, 5, path_prefix="memory/f1")]
+
+
+def test_dims_change_rebuilds_vec_table(tmp_path):
+    store = Store(tmp_path / "x.sqlite")
+    _fill(store, 5, 8)
+    assert store.ensure_vec_table(8)
+    store.ensure_vec_table(12)
+    assert store.get_meta("vec_dims") == "12"
+    assert store.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == 0
+
+
+def test_delete_file_removes_fts_and_vec_rows(tmp_path):
+    store = Store(tmp_path / "x.sqlite")
+    _fill(store, 6, 8)
+    with store.transaction():
+        store.delete_file("memory/f001.md")
+    counts = [store.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("chunks", "chunks_fts", "chunks_vec")]
+    assert counts == [5, 5, 5]
+    assert store.keyword_search('"t1"', 10) == []

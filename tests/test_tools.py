@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.index import MemoryIndex
+from hybridmem.tools import MemoryTools
+from tests.conftest import write
+
+
+@pytest.fixture
+def tools(workspace: Path) -> MemoryTools:
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    return MemoryTools(idx, citations="on")
+
+
+def test_definitions_in_each_format(tools):
+    oa = tools.definitions("openai")
+    assert [d["function"]["name"] for d in oa] == ["memory_search", "memory_get"]
+    assert oa[0]["function"]["parameters"]["required"] == ["query"]
+    an = tools.definitions("anthropic")
+    assert an[1]["input_schema"]["properties"]["path"]["type"] == "string"
+    json.dumps(tools.definitions("json_schema"))
+
+
+def test_search_handler_returns_json_with_citations(tools):
+    out = json.loads(tools.handle("memory_search", json.dumps({"query": "timing belt", "min_score": 0})))
+    assert out["results"][0]["citation"] == "memory/topics/cars.md#L1-L3"
+    assert out["citations"] is True and out["provider"] == "hash"
+    assert sum(len(r["snippet"]) for r in out["results"]) <= 4000
+
+
+def test_citation_modes(workspace):
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    off = json.loads(MemoryTools(idx, citations="off").handle("memory_search", {"query": "timing belt"}))
+    assert off["citations"] is False and "citation" not in off["results"][0]
+    group = MemoryTools(idx, citations="auto", chat_type="group")
+    assert group.include_citations is False
+    assert MemoryTools(idx, citations="auto").include_citations is True
+
+
+def test_get_handler_and_refusals(tools, workspace, tmp_path):
+    out = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md", "from": 3, "lines": 1}))
+    assert out["text"].startswith("The mechanic")
+    outside = write(tmp_path, "o.md", "secret")
+    os.symlink(outside, workspace / "memory" / "o.md")
+    for args in [{"path": "../o.md"}, {"path": "/etc/passwd"}, {"path": "memory/o.md"}, {"path": "notes/ignored.md"}]:
+        res = json.loads(tools.handle("memory_get", args))
+        assert "error" in res and "secret" not in json.dumps(res)
+
+
+@pytest.mark.parametrize(
+    "name,args,message",
+    [
+        ("memory_search", "{not json", "not a JSON object"),
+        ("memory_search", {}, "query must be a string"),
+        ("memory_search", {"query": "x", "max_results": 0}, "max_results"),
+        ("memory_search", {"query": "x", "bogus": 1}, "unknown argument"),
+        ("memory_get", {"path": 3}, "path must be a string"),
+        ("nope", {}, "unknown tool"),
+    ],
+)
+def test_bad_arguments_are_errors_not_exceptions(tools, name, args, message):
+    assert message in json.loads(tools.handle(name, args))["error"]
+
+
+def test_backend_failure_is_reported_as_unavailable(tools):
+    class Broken:
+        def search(self, *a, **k):
+            raise RuntimeError("disk on fire")
+
+        def get(self, *a, **k):
+            raise RuntimeError("disk on fire")
+
+    out = json.loads(MemoryTools(Broken()).handle("memory_search", {"query": "x"}))
+    assert out["unavailable"] is True and "disk on fire" in out["error"]
