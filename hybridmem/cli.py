@@ -67,7 +67,17 @@ def open_index(args: argparse.Namespace, keyword_only: bool = False):  # noqa: A
 @command("index")
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally re-index) a workspace."""
-    with open_index(args, keyword_only=args.keyword_only) as idx:
+    if args.rebuild:  # a corrupt index file is moved aside and rebuilt
+        from pathlib import Path
+
+        from hybridmem.index import default_index_path
+        from hybridmem.reindex import open_or_quarantine
+
+        target = args.index or default_index_path(Path(args.workspace).absolute())
+        idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target)
+    else:
+        idx_cm = open_index(args, keyword_only=args.keyword_only)
+    with idx_cm as idx:
         report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json))
         st = idx.status()
     out = {**report.to_dict(), "provider": st["provider"], "model": st["model"], "dims": st["dims"],
@@ -81,6 +91,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(f"provider {out['provider']} {out['model']} ({out['dims']} dims) -> {out['index_path']}")
         for w in report.warnings:
             print(f"warning: {w}", file=sys.stderr)
+        if st.get("fallback_reason"):
+            print(f"note: {st['fallback_reason']}", file=sys.stderr)
     return 0
 
 

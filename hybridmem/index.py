@@ -100,13 +100,14 @@ class MemoryIndex:
             self.workspace: Path | None = ws.absolute()
         else:
             self.workspace = None
+        self.settings = settings or load_settings(workspace=self.workspace)
+        if index_path is None and self.settings.store.path:
+            configured = Path(self.settings.store.path).expanduser()
+            index_path = configured if configured.is_absolute() or self.workspace is None else self.workspace / configured
         if index_path is None:
             if self.workspace is None:
                 raise WorkspaceError("an index path is needed when there is no workspace")
             index_path = default_index_path(self.workspace)
-        self.settings = settings or load_settings(workspace=self.workspace)
-        if self.settings.store.path and index_path is None:
-            index_path = self.settings.store.path
         self.index_path = Path(index_path) if str(index_path) != ":memory:" else index_path
         self.store = Store(self.index_path, self.settings.store.busy_timeout_ms)
         self._embedder_arg = embedder
@@ -118,6 +119,8 @@ class MemoryIndex:
         self._lock = threading.RLock()
         self.dirty = False
         self.last_sync: SyncReport | None = None
+        self._vector_error: str | None = None
+        self._failover = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -148,7 +151,34 @@ class MemoryIndex:
     def fallback_reason(self) -> str | None:
         if self.embedder is None and self.settings.embedding.provider != "none":
             return "no embedding provider available (" + "; ".join(self._skipped) + "): keyword-only"
-        return "; ".join(self._skipped) or None
+        reasons = [*self._skipped, *([self._vector_error] if self._vector_error else [])]
+        return "; ".join(reasons) or None
+
+    def _embed_query(self, query: str) -> np.ndarray | None:
+        """The query vector, or None (keyword-only for this query) when the provider fails. After repeated failures
+        the next provider of the chain takes over and the index is marked dirty, so the next sync reindexes."""
+        from hybridmem.backend import EmbedderFailover
+
+        embedder = self.embedder
+        try:
+            qv = embedder.embed_query(query[:20000])  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
+            self._vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
+            if self._failover is None:
+                self._failover = EmbedderFailover(self.settings.embedding)
+            replacement = self._failover.record_error(embedder, exc)  # type: ignore[arg-type]
+            if replacement is not False:
+                with self._lock:
+                    self._embedder = replacement  # type: ignore[assignment]
+                    self._skipped = [*self._skipped, *self._failover.switched]
+                    self._failover.switched.clear()
+                    self._matrix = None
+                    self.dirty = True
+            return None
+        if self._failover is not None:
+            self._failover.record_success()
+        self._vector_error = None
+        return qv
 
     def _identity(self) -> tuple[str, str, str, int]:
         """(provider, model, provider_key, dims) of the embedder, without loading a local model when the index
@@ -186,6 +216,15 @@ class MemoryIndex:
             self.store.set_meta(k, v)
         return stored is not None
 
+    def _needs_full_reindex(self) -> bool:
+        """True when an existing index was built with other settings (model, dims, chunking, tokenizer)."""
+        stored = self.store.get_meta("settings_hash")
+        if stored is None:
+            return False
+        dims = self._identity()[3]
+        return stored != self.settings_hash() or (dims > 0 and self.store.vec_available
+                                                   and not self.store.has_vec_table())
+
     def _bump(self) -> None:
         gen = int(self.store.get_meta("generation", "0") or 0) + 1
         self.store.set_meta("generation", gen)
@@ -200,6 +239,10 @@ class MemoryIndex:
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         with self._lock:
+            if (force or self._needs_full_reindex()) and str(self.index_path) != ":memory:":
+                from hybridmem.reindex import atomic_reindex  # builds a temp index, then swaps it in atomically
+
+                return atomic_reindex(self, progress)
             t0 = time.perf_counter()
             report = SyncReport()
             if force:
@@ -214,6 +257,9 @@ class MemoryIndex:
                 old = known.get(sf.path)
                 if old and old["mtime"] == sf.mtime and old["size"] == sf.size and old["abspath"] == sf.abspath:
                     report.unchanged += 1
+                    continue
+                if old and sf.source == "sessions" and _defer_session(sf, old, self.settings):
+                    report.deferred += 1  # a growing transcript waits for 100 KB or 50 new messages
                     continue
                 try:
                     loaded = src.load(sf, self.settings.sources)
@@ -301,11 +347,18 @@ class MemoryIndex:
         vector_searched = False
         if vector and query.strip() and (query_vector is not None or self.embedder is not None):
             t0 = time.perf_counter()
-            qv = query_vector if query_vector is not None else self.embedder.embed_query(query[:20000])  # type: ignore[union-attr]
+            qv = query_vector if query_vector is not None else self._embed_query(query)
             t["embed"] = (time.perf_counter() - t0) * 1000
             t0 = time.perf_counter()
-            vec = vector_leg(self._vector_search(), qv, pool, scope)
-            vector_searched = True
+            search_fn = self._vector_search() if qv is not None else None
+            if search_fn is not None and self._matrix is not None and len(self._matrix) and \
+                    self._matrix.matrix.shape[1] != qv.shape[0]:
+                self._vector_error = (f"the index holds {self._matrix.matrix.shape[1]}-dim vectors but the query "
+                                      f"embedder gives {qv.shape[0]}: rebuild with `hybridmem index --rebuild`")
+                search_fn = None
+            if search_fn is not None:
+                vec = vector_leg(search_fn, qv, pool, scope)
+                vector_searched = True
             t["vector"] = (time.perf_counter() - t0) * 1000
         t0 = time.perf_counter()
         ids = [h.chunk_id for h in kw] + [h.chunk_id for h in vec]
@@ -428,6 +481,13 @@ class MemoryIndex:
         return [{**row, "chunks": counts.get(p, 0)} for p, row in self.store.files().items()]
 
 
+def _defer_session(sf: src.SourceFile, old: dict[str, Any], settings: Settings) -> bool:
+    from hybridmem.sessions import defer_session_reindex
+
+    return old["abspath"] == sf.abspath and defer_session_reindex(
+        sf.abspath, int(old["size"]), sf.size, settings.sync.session_delta_bytes, settings.sync.session_delta_messages)
+
+
 def session_prefix(session: str) -> str:
     """The path prefix of a session transcript given its id or file name."""
     s = session if session.endswith(".jsonl") else f"{session}.jsonl"
@@ -446,7 +506,10 @@ def validate_relative(path: str) -> str:
     parts = [x for x in p.split("/") if x not in ("", ".")]
     if any(x == ".." for x in parts):
         raise PathError(f"path escapes the memory root: {path!r}")
-    return "/".join(parts)
+    clean = "/".join(parts)
+    if clean.startswith("~") or (len(clean) > 1 and clean[1] == ":"):  # "./C:/x", "./~/x"
+        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+    return clean
 
 
 def _refuse_symlinks(abspath: Path, workspace: Path | None) -> None:

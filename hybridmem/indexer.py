@@ -33,6 +33,7 @@ class SyncReport:
     changed: int = 0
     deleted: int = 0
     unchanged: int = 0
+    deferred: int = 0  # session transcripts that grew less than the sync.session_delta_* thresholds
     embedded: int = 0
     cache_hits: int = 0
     full_reindex: bool = False
@@ -78,6 +79,8 @@ def embed_with_cache(
     ``(vectors, embedded, cache_hits)``."""
     key = (embedder.name, embedder.model, embedder.provider_key)
     cached = store.cache_get(*key, list(texts_by_hash))
+    dims = embedder.dims
+    cached = {h: v for h, v in cached.items() if v.shape[0] == dims}  # a same-named model with other dims: re-embed
     missing = [h for h in texts_by_hash if h not in cached]
     if missing:
         cb = (lambda done, total: progress("embed", done, total)) if progress else None

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
+
+from hybridmem.errors import ConfigError
 
 ROLES = {"user": "User", "assistant": "Assistant"}
 
@@ -27,16 +29,26 @@ DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
     (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "[REDACTED]"),
     (r"\bAIza[0-9A-Za-z_-]{35}\b", "[REDACTED]"),
     (r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "[REDACTED JWT]"),
-    (r"([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@", r"\1[REDACTED]@"),
+    # bounded repeats: an unbounded scheme run made this pattern quadratic on long words (20 KB took 2.6 s)
+    (r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}@", r"\1[REDACTED]@"),
     (r"(?i)\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)(\s*[=:]\s*)[\"']?[^\s\"',;]{4,}",
      r"\1\2[REDACTED]"),
 )
 
 
 def compile_redactions(extra: Sequence[str] = ()) -> list[tuple[re.Pattern[str], str]]:
-    """The built-in patterns plus ``extra`` regexes (each replaced by ``[REDACTED]``)."""
+    """The built-in patterns plus ``extra`` regexes (each replaced by ``[REDACTED]``).
+
+    Raises:
+        ConfigError: an extra pattern is not a valid regular expression (the message names the setting).
+    """
     out = [(re.compile(p), r) for p, r in DEFAULT_REDACTIONS]
-    out += [(re.compile(p), "[REDACTED]") for p in extra]
+    for p in extra:
+        try:
+            out.append((re.compile(p), "[REDACTED]"))
+        except (re.error, TypeError) as exc:
+            raise ConfigError(f"invalid setting sources.redact_patterns: {p!r} is not a valid regular expression "
+                              f"({exc})") from None
     return out
 
 
@@ -79,14 +91,61 @@ def _content_text(content: Any) -> str:
 
 
 def _timestamp(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and value > 0:
+    """Epoch seconds from epoch seconds, epoch milliseconds or ISO 8601; None for anything odd."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e16:
         return float(value) / (1000.0 if value > 1e12 else 1.0)
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) < 64:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+            return dt.timestamp()
+        except (ValueError, OverflowError, OSError):
             return None
     return None
+
+
+def count_messages(lines: Iterable[str]) -> int:
+    """How many JSONL lines are user/assistant message records (what :func:`parse_transcript` would keep)."""
+    n = 0
+    for raw in lines:
+        if '"role"' not in raw:
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict):
+            msg = record.get("message") if record.get("type") == "message" else record
+            if isinstance(msg, dict) and str(msg.get("role", "")) in ROLES:
+                n += 1
+    return n
+
+
+def appended_delta(path: str, indexed_size: int, size: int, max_bytes: int) -> tuple[int, int]:
+    """Bytes and message records appended to a transcript since it was indexed at ``indexed_size`` bytes.
+
+    Reads only the appended bytes, and at most ``max_bytes`` of them (past that the byte threshold decides anyway).
+    """
+    delta = size - indexed_size
+    if delta <= 0 or delta >= max_bytes:
+        return delta, 0
+    with open(path, "rb") as fh:
+        fh.seek(indexed_size)
+        tail = fh.read(delta)
+    return delta, count_messages(tail.decode("utf-8", "replace").splitlines())
+
+
+def defer_session_reindex(path: str, indexed_size: int, size: int, delta_bytes: int, delta_messages: int) -> bool:
+    """True when a grown transcript should wait: fewer than ``delta_bytes`` new bytes and ``delta_messages`` new
+    messages since it was indexed (the reference's 100 KB / 50 messages). A shrunk or rewritten file never waits."""
+    if size <= indexed_size:
+        return False
+    try:
+        added_bytes, added_messages = appended_delta(path, indexed_size, size, delta_bytes)
+    except OSError:
+        return False
+    return added_bytes < delta_bytes and added_messages < delta_messages
 
 
 def parse_transcript(
@@ -114,7 +173,7 @@ def parse_transcript(
             if record.get("type") == "message":
                 malformed += 1
             continue
-        role = ROLES.get(str(msg.get("role", "")))
+        role = ROLES.get(str(msg.get("role", ""))[:16])
         if role is None:
             continue
         text = " ".join(redact(_content_text(msg.get("content")), pats).split())

@@ -129,6 +129,11 @@ _MIGRATIONS: list[tuple[int, str]] = [
 ]
 
 
+def _is_corruption(exc: BaseException) -> bool:
+    msg = str(exc)
+    return any(m in msg for m in ("not a database", "malformed", "file is encrypted", "database disk image"))
+
+
 def _prefix_bound(prefix: str) -> str:
     return prefix + "\U0010ffff"
 
@@ -141,12 +146,19 @@ class Store:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn = connect(self.path, busy_timeout_ms, drivers)
+        try:
+            self._conn = connect(self.path, busy_timeout_ms, drivers)
+        except Exception as exc:
+            if _is_corruption(exc):
+                raise IndexCorruptError(
+                    f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
+                ) from None
+            raise
         self.db = self._conn.db
         try:
             self._migrate()
         except Exception as exc:
-            if "not a database" in str(exc) or "malformed" in str(exc) or "file is encrypted" in str(exc):
+            if _is_corruption(exc):
                 self.db.close()
                 raise IndexCorruptError(
                     f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
@@ -439,6 +451,27 @@ class Store:
                 marks = ",".join("?" * len(part))
                 out.update(self.db.execute(f"SELECT id, hash FROM chunks WHERE id IN ({marks})", part).fetchall())
         return out
+
+    def consistency(self) -> dict[str, int | bool]:
+        """Row counts that must agree (chunks = FTS rows; embedded chunks = vector rows) and ``quick_check``."""
+        with self._lock:
+            chunks, embedded = self.db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            fts = self.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+            vec = -1
+            if self.vec_available and self.has_vec_table():
+                vec = self.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0]
+            ok = self.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        return {"chunks": int(chunks), "embedded": int(embedded), "fts_rows": int(fts), "vec_rows": int(vec),
+                "quick_check": ok}
+
+    def copy_into(self, target: "Store") -> None:
+        """Replace ``target``'s whole content with this database's, in one write transaction (SQLite backup API).
+
+        Readers of ``target`` (any process) see the old or the new content, never a mix; a crash mid-copy leaves the
+        old content (the copy is journaled like any write).
+        """
+        with self._lock, target._lock:
+            self.db.backup(target.db)
 
     def data_version(self) -> tuple[int, str]:
         """Changes whenever another connection commits; plus our own generation counter."""

@@ -1,0 +1,172 @@
+"""Crash-safe full reindex: build a new index beside the live one, then swap it in atomically.
+
+Steps (the reference system's ``runSafeReindex``):
+
+1. remove leftovers of an interrupted reindex (``index.sqlite.reindex-tmp`` and ``index.sqlite.bak`` with their
+   ``-wal``/``-shm`` files);
+2. create the temporary database and seed its embedding cache from the live one, so unchanged text is not embedded
+   again;
+3. index the whole workspace into it and check it (chunks = FTS rows, embedded chunks = vector rows, ``quick_check``);
+4. copy the live database to ``index.sqlite.bak``;
+5. swap: the new content replaces the live database's in one SQLite write transaction (the online backup API), which
+   the ``-wal`` journals like any other commit;
+6. check the live database; on failure copy the backup back (rollback); finally delete the temporary and backup files.
+
+Why step 5 copies pages instead of renaming files: renaming a database while other processes hold connections to it is
+unsafe in SQLite (a connection that closes later deletes the ``-wal`` *by name*, which by then belongs to the new
+file). Copying inside one transaction gives the same atomicity (a ``kill -9`` at any moment leaves the old or the new
+index, never a mix: ``tests/test_faults.py`` kills a reindex at 20 moments), and readers in any process keep working
+throughout: they see the old content until the commit, the new content after it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from hybridmem.errors import HybridMemError, IndexCorruptError
+from hybridmem.indexer import Progress, SyncReport
+from hybridmem.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hybridmem.index import MemoryIndex
+
+TMP_SUFFIX = ".reindex-tmp"
+BAK_SUFFIX = ".bak"
+_SIDECARS = ("", "-wal", "-shm", "-journal")
+
+
+class ReindexError(HybridMemError):
+    """A full reindex failed; the previous index was kept (or restored)."""
+
+
+def remove_db_files(path: str | Path) -> None:
+    """Delete a database file and its ``-wal``/``-shm``/``-journal`` sidecars, ignoring missing ones."""
+    for suffix in _SIDECARS:
+        try:
+            os.remove(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def leftovers(index_path: str | Path) -> list[str]:
+    """Files an interrupted reindex left beside ``index_path``."""
+    out = []
+    for base in (f"{index_path}{TMP_SUFFIX}", f"{index_path}{BAK_SUFFIX}"):
+        out += [f"{base}{s}" for s in _SIDECARS if os.path.exists(f"{base}{s}")]
+    return out
+
+
+def check(store: Store) -> dict[str, int | bool]:
+    """The store's consistency counts; raises ReindexError when they disagree."""
+    c = store.consistency()
+    problems = []
+    if not c["quick_check"]:
+        problems.append("quick_check failed")
+    if c["chunks"] != c["fts_rows"]:
+        problems.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
+    if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
+        problems.append(f"{c['embedded']} embedded chunks but {c['vec_rows']} vector rows")
+    if problems:
+        raise ReindexError(f"index {store.path} is inconsistent: {'; '.join(problems)}")
+    return c
+
+
+def atomic_reindex(index: "MemoryIndex", progress: Progress | None = None, keep_backup: bool = True) -> SyncReport:
+    """Rebuild ``index`` from its workspace without ever exposing a half-built index.
+
+    Args:
+        index: the live index (its workspace, settings and embedder are used).
+        progress: ``progress(stage, done, total)`` callback.
+        keep_backup: copy the live database to ``<index>.bak`` before the swap, for rollback.
+
+    Returns:
+        The report of the build, with ``full_reindex=True``.
+
+    Raises:
+        ReindexError: building or swapping failed; the live index is unchanged (or restored from the backup).
+    """
+    from hybridmem.index import MemoryIndex
+
+    t0 = time.perf_counter()
+    live = index.store
+    path = Path(index.index_path)
+    tmp_path, bak_path = Path(f"{path}{TMP_SUFFIX}"), Path(f"{path}{BAK_SUFFIX}")
+    remove_db_files(tmp_path)
+    remove_db_files(bak_path)
+    embedder = index.embedder
+    tmp = MemoryIndex(index.workspace, index_path=tmp_path, settings=index.settings, embedder=embedder)
+    try:
+        tmp.store.cache_insert_rows(live.cache_rows())
+        report = tmp.sync(progress=progress)
+        old_gen = int(live.get_meta("generation", "0") or 0)
+        tmp.store.set_meta("generation", max(old_gen, int(tmp.store.get_meta("generation", "0") or 0)) + 1)
+        check(tmp.store)
+        tmp.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        bak: Store | None = None
+        if keep_backup:
+            bak = Store(bak_path)
+            live.copy_into(bak)
+        try:
+            tmp.store.copy_into(live)
+            check(live)
+        except Exception as exc:
+            if bak is not None:
+                try:
+                    bak.copy_into(live)
+                except Exception as exc2:  # noqa: BLE001 - report both; the WAL still protects the old content
+                    raise ReindexError(f"reindex swap failed ({exc}) and the rollback failed too ({exc2}); the "
+                                       f"previous index is saved in {bak_path}") from exc
+            raise ReindexError(f"reindex swap failed, previous index restored: {exc}") from exc
+        finally:
+            if bak is not None:
+                bak.close()
+    except ReindexError:
+        raise
+    except HybridMemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure while building leaves the live index untouched
+        raise ReindexError(f"full reindex failed, the previous index is unchanged: {type(exc).__name__}: {exc}") from exc
+    finally:
+        tmp.close()
+        remove_db_files(tmp_path)
+        remove_db_files(bak_path)
+    live.set_meta("last_sync", time.time())
+    index._matrix = None  # noqa: SLF001 - the facade's cached vector matrix is stale now
+    index.dirty = False
+    report.full_reindex = True
+    counts = live.counts()
+    report.files, report.chunks = counts["files"], counts["chunks"]
+    report.seconds = time.perf_counter() - t0
+    index.last_sync = report
+    return report
+
+
+def quarantine(index_path: str | Path) -> Path | None:
+    """Move a corrupt index (and its sidecars) aside to ``<index>.corrupt-<time>``; returns the new path.
+
+    Used by ``hybridmem index --rebuild`` when the index cannot be opened, so a fresh one can be built.
+    """
+    path = Path(index_path)
+    if not path.exists():
+        return None
+    dest = Path(f"{path}.corrupt-{int(time.time())}")
+    for suffix in _SIDECARS:
+        src = Path(f"{path}{suffix}")
+        if src.exists():
+            os.replace(src, f"{dest}{suffix}")
+    return dest
+
+
+def open_or_quarantine(open_index: Callable[[], "MemoryIndex"], index_path: str | Path) -> "MemoryIndex":
+    """``open_index()``; when the file is corrupt, move it aside (see :func:`quarantine`) and open a fresh one.
+
+    This is what ``hybridmem index --rebuild`` does, so a rebuild always works, whatever state the file is in.
+    """
+    try:
+        return open_index()
+    except IndexCorruptError:
+        quarantine(index_path)
+        return open_index()

@@ -1,0 +1,292 @@
+"""Keeping the index fresh on its own: a file watcher with debounce, an optional interval, coalesced syncs.
+
+* :class:`SyncCoordinator` runs syncs on one worker thread. Requests that arrive while a sync runs are coalesced into
+  exactly one more sync afterwards, so at most one sync runs at a time and none is lost.
+* :class:`Watcher` watches the workspace (and extra paths) with ``watchdog``. A change to a ``.md`` or ``.jsonl`` file
+  marks the index dirty at once (so a search made before the debounce ends syncs first, when ``sync.sync_on_search``
+  is on) and (re)starts a debounce timer (``sync.watch_debounce_s``, 1.5 s by default); when it fires, a sync is
+  requested. With ``sync.interval_s > 0`` a sync is also requested periodically.
+* ``hybridmem watch [WORKSPACE]`` runs a first sync, then watches until interrupted, printing one line per sync.
+
+Example:
+    >>> with Watcher(MemoryIndex("ws")) as w:      # doctest: +SKIP
+    ...     ...                                     # edits to ws/memory/*.md are indexed 1.5 s after they stop
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from hybridmem.cli import _EXTENSIONS, command, open_index
+from hybridmem.indexer import SyncReport
+
+WATCHED_SUFFIXES = (".md", ".jsonl")
+
+
+class SyncCoordinator:
+    """One worker thread; :meth:`request` asks for a sync, coalescing requests made while one runs."""
+
+    def __init__(self, sync: Callable[[], SyncReport], on_report: Callable[[SyncReport], None] | None = None,
+                 on_error: Callable[[BaseException], None] | None = None) -> None:
+        self._sync = sync
+        self._on_report = on_report
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._pending = False
+        self._running = False
+        self._stop = False
+        self.syncs = 0
+        self.requests = 0
+        self.max_concurrent = 0
+        self._concurrent = 0
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._loop, name="hybridmem-sync", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        with self._cond:
+            self.requests += 1
+            self._pending = True
+            self._cond.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._pending or self._running
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                self._pending = False
+                self._running = True
+            self._concurrent += 1
+            self.max_concurrent = max(self.max_concurrent, self._concurrent)
+            try:
+                report = self._sync()
+                self.syncs += 1
+                if self._on_report:
+                    self._on_report(report)
+            except Exception as exc:  # noqa: BLE001 - a failed sync is reported; the watcher keeps running
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                if self._on_error:
+                    self._on_error(exc)
+            finally:
+                self._concurrent -= 1
+                with self._cond:
+                    self._running = False
+                    self._cond.notify_all()
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until no sync is pending or running; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._running:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=60)
+
+
+class Watcher:
+    """Watch a :class:`~hybridmem.index.MemoryIndex`'s workspace and sync it after changes settle.
+
+    Args:
+        index: the index to keep fresh (must have a workspace).
+        debounce_s: quiet time after the last change before syncing (default ``sync.watch_debounce_s``).
+        interval_s: also sync every this many seconds; 0 disables (default ``sync.interval_s``).
+        on_report: called with each :class:`~hybridmem.indexer.SyncReport`.
+        on_error: called with each exception a sync raised.
+    """
+
+    def __init__(self, index: Any, debounce_s: float | None = None, interval_s: float | None = None,
+                 on_report: Callable[[SyncReport], None] | None = None,
+                 on_error: Callable[[BaseException], None] | None = None) -> None:
+        if index.workspace is None:
+            from hybridmem.errors import WorkspaceError
+
+            raise WorkspaceError("only an index with a workspace can be watched")
+        self.index = index
+        sync_cfg = index.settings.sync
+        self.debounce_s = sync_cfg.watch_debounce_s if debounce_s is None else debounce_s
+        self.interval_s = sync_cfg.interval_s if interval_s is None else interval_s
+        self.coordinator = SyncCoordinator(index.sync, on_report, on_error)
+        self.events = 0
+        self._timer: threading.Timer | None = None
+        self._timer_lock = threading.Lock()
+        self._observer: Any = None
+        self._stop = threading.Event()
+        self._interval_thread: threading.Thread | None = None
+        ignore = set(index.settings.sources.ignore_dirs)
+        self._ignore = ignore
+
+    # -- events ----------------------------------------------------------------------------------------------------
+    def relevant(self, path: str, is_directory: bool = False, event_type: str = "modified") -> bool:
+        """Whether a file-system event at ``path`` can change the index."""
+        parts = Path(path).parts
+        if any(p in self._ignore for p in parts):
+            return False
+        if is_directory:
+            return event_type in ("deleted", "moved")
+        return path.lower().endswith(WATCHED_SUFFIXES)
+
+    def notify(self, path: str = "", is_directory: bool = False, event_type: str = "modified") -> None:
+        """Record a change: mark the index dirty and restart the debounce timer."""
+        if path and not self.relevant(path, is_directory, event_type):
+            return
+        self.events += 1
+        self.index.dirty = True
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.debounce_s, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._timer_lock:
+            self._timer = None
+        self.coordinator.request()
+
+    def _interval_loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.coordinator.request()
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    def roots(self) -> list[Path]:
+        ws = Path(self.index.workspace)
+        out = [ws]
+        for extra in (*self.index.settings.sources.extra_paths, *self.index.settings.sources.session_paths):
+            p = Path(extra).expanduser()
+            p = p if p.is_absolute() else ws / p
+            target = p if p.is_dir() else p.parent
+            if target.exists() and ws not in target.parents and target != ws:
+                out.append(target)
+        return out
+
+    def start(self) -> "Watcher":
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:
+                if event.event_type in ("opened", "closed_no_write"):
+                    return
+                for p in (event.src_path, getattr(event, "dest_path", "")):
+                    if p and watcher.relevant(os.fsdecode(p), event.is_directory, event.event_type):
+                        watcher.notify()
+                        return
+
+        self._observer = Observer()
+        for root in self.roots():
+            self._observer.schedule(Handler(), str(root), recursive=True)
+        self._observer.start()
+        if self.interval_s > 0:
+            self._interval_thread = threading.Thread(target=self._interval_loop, name="hybridmem-interval",
+                                                     daemon=True)
+            self._interval_thread.start()
+        return self
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until no debounce timer is armed and no sync is pending or running."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._timer_lock:
+                armed = self._timer is not None
+            if not armed and not self.coordinator.busy:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._timer_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=10)
+        self.coordinator.stop()
+
+    def __enter__(self) -> "Watcher":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# -- CLI ---------------------------------------------------------------------------------------------------------------
+
+
+def _add_parser(sub: Any) -> None:
+    sp = sub.add_parser("watch", help="keep the index fresh: sync on file changes (debounced) and on an interval")
+    sp.add_argument("workspace", nargs="?", default=".", help="memory workspace (default: .)")
+    sp.add_argument("--index", default=None, help="index file (default: WORKSPACE/.hybridmem/index.sqlite)")
+    sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per sync")
+    sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
+    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
+                    help="quiet time after a change before syncing (default: sync.watch_debounce_s)")
+    sp.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                    help="also sync every SECONDS (default: sync.interval_s; 0 = off)")
+    sp.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after SECONDS")
+
+
+_EXTENSIONS.append(_add_parser)
+
+
+def _line(report: SyncReport, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(report.to_dict(), default=str)
+    return (f"synced {report.files} files, {report.chunks} chunks in {report.seconds:.2f}s (added {report.added}, "
+            f"changed {report.changed}, deleted {report.deleted}"
+            + (", full reindex" if report.full_reindex else "") + ")"
+            + "".join(f"\nwarning: {w}" for w in report.warnings))
+
+
+@command("watch")
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Sync once, then on every change until interrupted (or ``--duration`` seconds)."""
+    with open_index(args, keyword_only=args.keyword_only) as idx:
+        print(_line(idx.sync(), args.json), flush=True)
+
+        def on_report(r: SyncReport) -> None:
+            print(_line(r, args.json), flush=True)
+
+        def on_error(exc: BaseException) -> None:
+            print(f"hybridmem: sync failed: {exc}", file=sys.stderr, flush=True)
+
+        watcher = Watcher(idx, args.debounce, args.interval, on_report, on_error)
+        if not args.json:
+            print(f"watching {', '.join(str(r) for r in watcher.roots())} (debounce {watcher.debounce_s:g}s"
+                  + (f", every {watcher.interval_s:g}s" if watcher.interval_s else "") + "); Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+        with watcher:
+            try:
+                deadline = None if args.duration is None else time.monotonic() + args.duration
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic())))
+            except KeyboardInterrupt:
+                pass
+            watcher.wait_idle(timeout=60)
+    return 0

@@ -1,0 +1,428 @@
+"""Faults: kill -9 during a full reindex, searching while another process syncs, corrupt index files, bad input.
+
+Every test uses the real store (SQLite FTS5 + sqlite-vec) and the HashEmbedder (a real embedder without a model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridmem.cli import main as cli_main
+from hybridmem.config import Settings
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.errors import IndexCorruptError, PathError
+from hybridmem.index import MemoryIndex
+from hybridmem.reindex import leftovers
+
+ROOT = Path(__file__).resolve().parents[1]
+WORDS = ("alpha beta gamma delta payment retry backoff timing belt car repair kafka queue deploy rollback schema "
+         "index vector search memory agent invoice tenant latency budget").split()
+
+
+def make_workspace(root: Path, files: int, lines: int = 120, seed: int = 1) -> Path:
+    rng = random.Random(seed)
+    (root / "memory").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\nThe payment service retries with exponential backoff.\n")
+    for i in range(files):
+        body = "\n".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(lines))
+        (root / "memory" / f"topic-{i:04d}.md").write_text(body)
+    return root
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".hybridmem" not in p.parts:
+            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def assert_consistent(ws: Path) -> dict:
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        c = idx.store.consistency()
+        assert c["quick_check"] is True
+        assert c["chunks"] == c["fts_rows"] == c["vec_rows"] == c["embedded"] > 0
+        st = idx.status()
+        assert st["chunks"] == c["chunks"] and st["files"] > 0
+        resp = idx.search("payment retry backoff", min_score=0.0)
+        assert resp.results, "search returned nothing after the crash"
+        assert not resp.fallback
+        return {"chunks": c["chunks"], "generation": int(idx.store.get_meta("generation", "0"))}
+
+
+CHILD_REINDEX = textwrap.dedent(
+    """
+    import sys, time
+    from hybridmem.index import MemoryIndex
+    from hybridmem.embeddings.fake import HashEmbedder
+    idx = MemoryIndex(sys.argv[1], embedder=HashEmbedder())
+    print("ready", flush=True)
+    t = time.perf_counter()
+    idx.sync(force=True)
+    print("done", time.perf_counter() - t, flush=True)
+    """
+)
+
+
+def _start_child(ws: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_REINDEX, str(ws)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line = proc.stdout.readline()  # type: ignore[union-attr]
+    assert line.strip() == "ready", proc.stderr.read()  # type: ignore[union-attr]
+    return proc
+
+
+@pytest.mark.slow
+def test_kill_9_during_full_reindex_at_20_moments(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", files=60)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+    before = tree_hashes(ws)
+    base = assert_consistent(ws)
+    # Calibrate: how long a full reindex takes once the child is ready.
+    proc = _start_child(ws)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    duration = float(out.split()[-1])
+    assert duration > 0.3, f"workspace too small to kill mid-reindex ({duration:.2f}s)"
+    outcomes: list[dict] = []
+    scale, attempts = 1.0, 0
+    while sum(o["killed"] for o in outcomes) < 20 and attempts < 60:
+        attempts += 1
+        k = sum(o["killed"] for o in outcomes)
+        delay = duration * scale * k / 19  # 0 .. the calibrated end: the last moments fall on the swap
+        proc = _start_child(ws)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed = proc.returncode == -signal.SIGKILL
+        state = assert_consistent(ws)  # opens, status consistent, search works
+        assert state["chunks"] == base["chunks"]
+        assert tree_hashes(ws) == before, "a source file changed"
+        outcomes.append({"delay": round(delay, 3), "killed": killed, "generation": state["generation"]})
+        if not killed:
+            scale *= 0.85  # this run was faster than the calibration: aim earlier
+    # Leftover temp/backup files are cleaned by the next reindex.
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync(force=True)
+    assert leftovers(ws / ".hybridmem" / "index.sqlite") == []
+    assert_consistent(ws)
+    kills = [o for o in outcomes if o["killed"]]
+    assert len(kills) == 20, f"only {len(kills)} runs were killed before they finished"
+    gens = [o["generation"] for o in outcomes]
+    assert gens == sorted(gens), "generation went backwards: an old index came back"
+    assert gens[0] == base["generation"] + 1  # killed at once: the calibration run's index is intact
+    after_swap = sum(1 for prev, o in zip([base["generation"] + 1] + gens, outcomes) if o["killed"]
+                     and o["generation"] > prev)
+    print("\nreindex kill outcomes:", json.dumps({"killed_mid_reindex": len(kills), "survived": len(kills),
+                                                  "killed_after_swap_commit": after_swap, "runs": len(outcomes),
+                                                  "reindex_s": round(duration, 2), "outcomes": outcomes}))
+
+
+CHILD_SEARCH = textwrap.dedent(
+    """
+    import sys, json, random, time
+    from hybridmem.index import MemoryIndex
+    from hybridmem.embeddings.fake import HashEmbedder
+    words = sys.argv[3].split()
+    idx = MemoryIndex(sys.argv[1], embedder=HashEmbedder())
+    idx.settings = idx.settings.override(sync={"sync_on_search": False})
+    rng = random.Random(7)
+    n = int(sys.argv[2]); errors = []; empty = 0
+    print("ready", flush=True)
+    t = time.perf_counter()
+    for i in range(n):
+        q = " ".join(rng.choice(words) for _ in range(3))
+        try:
+            r = idx.search(q, min_score=0.0)
+            empty += not r.results
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    print(json.dumps({"queries": n, "errors": len(errors), "first_errors": errors[:5], "empty": empty,
+                      "seconds": time.perf_counter() - t}), flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_search_process_while_another_syncs_has_zero_errors(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", files=30, lines=40)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_SEARCH, str(ws), "1000", " ".join(WORDS)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+    syncs = reindexes = 0
+    rng = random.Random(3)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        while proc.poll() is None:
+            i = rng.randrange(30)
+            p = ws / "memory" / f"topic-{i:04d}.md"
+            p.write_text(p.read_text() + f"\nappended {syncs} " + " ".join(rng.choice(WORDS) for _ in range(8)))
+            if syncs % 5 == 4:
+                (ws / "memory" / f"new-{syncs}.md").write_text("a new note about payment retry\n")
+            if syncs % 10 == 9:
+                idx.sync(force=True)  # a full atomic reindex while the other process searches
+                reindexes += 1
+            else:
+                idx.sync()
+            syncs += 1
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    print("\nconcurrent search:", json.dumps({**result, "syncs": syncs, "full_reindexes": reindexes}))
+    assert result["queries"] >= 1000
+    assert syncs >= 5 and reindexes >= 1
+    assert result["errors"] == 0, result["first_errors"]
+    assert result["empty"] == 0
+
+
+# -- corrupt index ---------------------------------------------------------------------------------------------------
+
+
+def test_corrupt_index_gives_clear_error_and_rebuild_works(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = make_workspace(tmp_path / "ws", files=3, lines=10)
+    index = ws / ".hybridmem" / "index.sqlite"
+    index.parent.mkdir()
+    index.write_bytes(b"this is not a database at all " * 200)
+    with pytest.raises(IndexCorruptError, match=r"corrupt .*hybridmem index --rebuild"):
+        MemoryIndex(ws, embedder=HashEmbedder())
+    assert cli_main(["status", str(ws)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hybridmem: error: the index ") and "hybridmem index --rebuild" in err
+    assert cli_main(["index", str(ws), "--rebuild", "--keyword-only"]) == 0
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        assert idx.status()["files"] == 4
+        assert idx.search("payment").results
+    assert list(index.parent.glob("index.sqlite.corrupt-*")), "the corrupt file is kept aside for inspection"
+
+
+def test_truncated_index_file_is_corrupt_not_a_crash(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", files=3, lines=10)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        idx.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    index = ws / ".hybridmem" / "index.sqlite"
+    data = index.read_bytes()
+    index.write_bytes(data[:100] + b"\xff" * 50 + data[150:4096])
+    with pytest.raises(IndexCorruptError):
+        MemoryIndex(ws, embedder=HashEmbedder())
+
+
+# -- memory_get refusals ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def small_index(tmp_path: Path):
+    ws = make_workspace(tmp_path / "ws", files=2, lines=5)
+    (tmp_path / "secret.md").write_text("outside secret\n")
+    (ws / "notes.md").write_text("not a memory file\n")
+    (ws / "memory" / "link.md").symlink_to(tmp_path / "secret.md")
+    (ws / "memory" / "dirlink").symlink_to(tmp_path, target_is_directory=True)
+    (ws / "memory" / "data.bin").write_bytes(b"\x00\x01")
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    idx.sync()
+    yield idx
+    idx.close()
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("../secret.md", "escapes the memory root"),
+        ("memory/../../secret.md", "escapes the memory root"),
+        ("/etc/passwd", "absolute paths are refused"),
+        ("C:/Windows/win.ini", "absolute paths are refused"),
+        ("~/secret.md", "absolute paths are refused"),
+        ("memory/link.md", "not an indexed memory file"),
+        ("memory/dirlink/secret.md", "not an indexed memory file"),
+        ("notes.md", "not an indexed memory file"),
+        ("memory/data.bin", "not an indexed memory file"),
+        (".hybridmem/index.sqlite", "not an indexed memory file"),
+        ("memory/topic-0000.md\x00.txt", "NUL byte"),
+        ("", "path is empty"),
+    ],
+)
+def test_get_refuses(small_index: MemoryIndex, path: str, message: str) -> None:
+    with pytest.raises(PathError, match=message):
+        small_index.get(path)
+
+
+def test_get_refuses_file_swapped_for_symlink_after_indexing(small_index: MemoryIndex, tmp_path: Path) -> None:
+    target = small_index.workspace / "memory" / "topic-0001.md"  # type: ignore[operator]
+    assert small_index.get("memory/topic-0001.md")["lines"] == 5
+    target.unlink()
+    target.symlink_to(tmp_path / "secret.md")
+    with pytest.raises(PathError, match="symlink"):
+        small_index.get("memory/topic-0001.md")
+
+
+# -- bad input -------------------------------------------------------------------------------------------------------
+
+
+def test_binary_invalid_utf8_and_empty_files(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "binary.md").write_bytes(b"PK\x03\x04\x00\x00binary\x00data" * 50)
+    (ws / "memory" / "latin1.md").write_bytes("café crème brûlée payment\n".encode("latin-1"))
+    (ws / "memory" / "empty.md").write_bytes(b"")
+    (ws / "memory" / "blank.md").write_text("\n\n   \n")
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        report = idx.sync()
+        assert sorted(report.warnings) == ["memory/binary.md: binary file skipped",
+                                           "memory/latin1.md: invalid UTF-8 replaced"]
+        assert sorted(f["path"] for f in idx.files()) == ["memory/blank.md", "memory/empty.md", "memory/latin1.md"]
+        hits = idx.search("payment", min_score=0.0).results
+        assert [h.path for h in hits] == ["memory/latin1.md"]
+        assert "caf\ufffd cr\ufffdme" in hits[0].text
+        assert idx.store.consistency()["chunks"] == 1
+
+
+def test_empty_workspace(tmp_path: Path) -> None:
+    ws = tmp_path / "empty"
+    ws.mkdir()
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        report = idx.sync()
+        assert (report.files, report.chunks, report.warnings) == (0, 0, [])
+        resp = idx.search("anything")
+        assert resp.results == ()
+        assert idx.status()["chunks"] == 0
+
+
+class NaNEmbedder(HashEmbedder):
+    """Returns NaN and inf in every other vector, as a broken model might."""
+
+    def embed_batch(self, texts, is_query=False):  # noqa: ANN001, ANN201
+        out = super().embed_batch(texts, is_query)
+        out[::2, 0] = np.nan
+        out[1::2, 1] = np.inf
+        return out
+
+
+def test_nan_vectors_are_sanitized(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", files=4, lines=30)
+    with MemoryIndex(ws, embedder=NaNEmbedder()) as idx:
+        idx.sync()
+        ids, mat, _, _ = idx.store.load_vectors("hash", "hash-v1", "")
+        assert len(ids) == idx.store.consistency()["chunks"]
+        assert np.isfinite(mat).all()
+        norms = np.linalg.norm(mat, axis=1)
+        assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
+        resp = idx.search("payment retry", min_score=0.0)
+        assert resp.results and all(np.isfinite(h.final_score) for h in resp.results)
+
+
+def test_model_with_other_dims_triggers_full_reindex(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", files=3, lines=20)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=64)) as idx:
+        first = idx.sync()
+        assert idx.status()["dims"] == 64
+    e32 = HashEmbedder(dims=32)  # same provider name and model name, other dimensionality
+    with MemoryIndex(ws, embedder=e32) as idx:
+        report = idx.sync()
+        assert report.full_reindex is True
+        assert e32.embedded == first.chunks  # cached 64-dim vectors were not reused
+        st = idx.status()
+        assert st["dims"] == 32 and idx.store.consistency()["vec_rows"] == first.chunks
+        assert idx.search("payment retry", min_score=0.0).results
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=64)) as reader:  # a reader with the old model: keyword-only
+        resp = reader.retrieve("payment retry", 10)
+        assert resp.keyword and not resp.vector_searched
+
+
+CHILD_MEMORY = textwrap.dedent(
+    """
+    import json, resource, sys
+    from hybridmem.config import Settings
+    from hybridmem.index import MemoryIndex
+
+    def peak_kb():
+        # ru_maxrss survives execve (it would report the parent pytest's peak); VmHWM is this process's own.
+        try:
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    base = peak_kb()
+    s = Settings().override(embedding={"provider": "none"}, sources={"max_file_bytes": int(sys.argv[2])})
+    with MemoryIndex(sys.argv[1], settings=s) as idx:
+        r = idx.sync()
+        hit = idx.search("payment retry").results[0].citation
+    peak = peak_kb()
+    print(json.dumps({"base_mb": base / 1024, "peak_mb": peak / 1024, "chunks": r.chunks, "warnings": r.warnings,
+                      "hit": hit}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_100_mb_markdown_file_keeps_memory_bounded(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    rng = random.Random(5)
+    block = "".join(" ".join(rng.choice(WORDS) for _ in range(14)) + "\n" for _ in range(10_000)).encode()
+    with open(ws / "memory" / "huge.md", "wb") as fh:
+        while fh.tell() < 100 * 1024 * 1024:
+            fh.write(block)
+    size = (ws / "memory" / "huge.md").stat().st_size
+    before = tree_hashes(ws)
+    limit = 4 * 1024 * 1024
+    out = subprocess.run([sys.executable, "-c", CHILD_MEMORY, str(ws), str(limit)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    print("\n100 MB file:", json.dumps({"file_mb": round(size / 2**20, 1), **res}))
+    assert len(res["warnings"]) == 1
+    assert res["warnings"][0].startswith("memory/huge.md: too large: only the first ")
+    assert res["warnings"][0].endswith(f"bytes indexed (sources.max_file_bytes = {limit})")
+    assert res["peak_mb"] - res["base_mb"] < 8 * limit / 2**20 + 40  # bounded by the setting, not the file
+    assert res["hit"].startswith("memory/huge.md#L")
+    assert tree_hashes(ws) == before
+
+
+@pytest.mark.parametrize(
+    "section, values, message",
+    [
+        ("ranking", {"mmr_lambda": 2}, "invalid setting ranking.mmr_lambda=2.0: expected a number from 0 to 1"),
+        ("ranking", {"fusion": ""}, "invalid setting ranking.fusion=''"),
+        ("chunking", {"overlap": 500}, "invalid setting chunking.overlap=500"),
+        ("embedding", {"provider": "cohere"}, "invalid setting embedding.provider='cohere'"),
+        ("embedding", {"batch_size": "64"}, "invalid setting embedding.batch_size='64': expected int"),
+        ("sync", {"watch_debounce_s": -1}, "invalid setting sync.watch_debounce_s=-1.0"),
+        ("sync", {"session_delta_messages": -1}, "invalid setting sync.session_delta_messages=-1"),
+        ("sources", {"max_file_bytes": 0}, "invalid setting sources.max_file_bytes=0"),
+        ("sources", {"redact_patterns": ["(?P<"]}, "invalid setting sources.redact_patterns: '(?P<'"),
+        ("store", {"vector_search": "faiss"}, "invalid setting store.vector_search='faiss'"),
+        ("ranking", {"no_such": 1}, "unknown setting ranking.no_such"),
+    ],
+)
+def test_invalid_config_values_name_the_setting(section: str, values: dict, message: str) -> None:
+    from hybridmem.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        Settings().override(**{section: values})
+    assert str(info.value).startswith(message)
+
+
+def test_invalid_config_file_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hybridmem.toml").write_text("[ranking]\nmax_results = 0\n")
+    assert cli_main(["status", str(ws)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "hybridmem: error: invalid setting ranking.max_results=0: expected an integer >= 1")

@@ -1,0 +1,178 @@
+"""Session transcripts: parsing, redaction, line maps, malformed lines, and the 100 KB / 50 message delta thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hybridmem.config import Settings
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.errors import ConfigError
+from hybridmem.index import MemoryIndex
+from hybridmem.sessions import (
+    appended_delta, compile_redactions, count_messages, defer_session_reindex, parse_transcript, redact,
+)
+
+
+def msg(role: str, content: object, **extra: object) -> str:
+    return json.dumps({"type": "message", "message": {"role": role, "content": content}, **extra})
+
+
+def test_parse_formats_roles_content_parts_and_line_map() -> None:
+    lines = [
+        json.dumps({"type": "session", "id": "s1"}),
+        msg("user", "  How do   we retry\n payments? "),
+        "",
+        json.dumps({"type": "tool_call", "name": "grep"}),
+        msg("assistant", [{"type": "text", "text": "With exponential"}, {"type": "tool_use", "id": "x"},
+                          {"type": "text", "text": "backoff."}]),
+        msg("system", "You are helpful"),
+        json.dumps({"role": "user", "content": [{"type": "input_text", "text": "Bare record"}]}),
+    ]
+    tr = parse_transcript(lines)
+    assert tr.text == "User: How do we retry payments?\nAssistant: With exponential backoff.\nUser: Bare record"
+    assert tr.line_map == (2, 5, 7)
+    assert (tr.messages, tr.malformed) == (3, 0)
+
+
+def test_malformed_lines_are_skipped_and_counted() -> None:
+    lines = [msg("user", "first"), "{not json", '"a string"', "[1, 2]", json.dumps({"type": "message", "message": 3}),
+             msg("assistant", "second"), "\x00\xff garbage"]
+    tr = parse_transcript(lines)
+    assert tr.text == "User: first\nAssistant: second"
+    assert tr.line_map == (1, 6)
+    assert tr.malformed == 5
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("key sk-proj-abcdefghijklmnop1234 ok", "key [REDACTED] ok"),
+        ("Authorization: Bearer abc.def.ghijkl", "Authorization: Bearer [REDACTED]"),
+        ("postgres://app:hunter2@db:5432/x", "postgres://app:[REDACTED]@db:5432/x"),
+        ("password=correct-horse", "password=[REDACTED]"),
+        ("AKIAABCDEFGHIJKLMNOP", "[REDACTED]"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[REDACTED PRIVATE KEY]"),
+        ("plain text stays", "plain text stays"),
+    ],
+)
+def test_redaction(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def test_configurable_redaction_and_invalid_pattern() -> None:
+    pats = compile_redactions([r"EMP-\d{6}"])
+    assert redact("employee EMP-123456 and sk-live-abcdefghijklmnop12", pats) == "employee [REDACTED] and [REDACTED]"
+    with pytest.raises(ConfigError, match="invalid setting sources.redact_patterns: '\\[' is not a valid"):
+        compile_redactions(["["])
+    with pytest.raises(ConfigError, match="sources.redact_patterns"):
+        Settings().override(sources={"redact_patterns": ["(unclosed"]})
+
+
+def test_redaction_happens_before_storage(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "s1.jsonl").write_text("\n".join([
+        msg("user", "my token is sk-proj-abcdefghijklmnop1234 and id EMP-654321"),
+        msg("assistant", "noted"),
+    ]) + "\n")
+    settings = Settings().override(sources={"redact_patterns": [r"EMP-\d{6}"]})
+    with MemoryIndex(ws, settings=settings, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        stored = idx.store.chunk_rows([1])[1]
+        assert "sk-proj" not in stored[4] and "EMP-654321" not in stored[4]
+        assert stored[4] == "User: my token is [REDACTED] and id [REDACTED]\nAssistant: noted"
+        assert "sk-proj" not in stored[5]  # the FTS token column
+        cache_texts = idx.search("token", min_score=0.0).results[0].snippet
+        assert "sk-proj" not in cache_texts
+        got = idx.get("sessions/s1.jsonl")
+        assert got["line_numbers"] == [1, 2] and "[REDACTED]" in got["text"]
+
+
+def test_citations_point_at_jsonl_lines(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    lines = [json.dumps({"type": "session"})] * 3 + [msg("user", "the kafka consumer lag is high")]
+    (ws / "sessions" / "s2.jsonl").write_text("\n".join(lines) + "\n")
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        hit = idx.search("kafka lag", min_score=0.0, session="s2").results[0]
+        assert hit.citation == "sessions/s2.jsonl#L4" and hit.source == "sessions"
+
+
+def test_malformed_lines_reported_in_sync(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "s.jsonl").write_text(msg("user", "hello there") + "\n{broken\n{\"also\": \n")
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        report = idx.sync()
+        assert report.warnings == ["sessions/s.jsonl: 2 malformed JSONL line(s) skipped"]
+        assert report.chunks == 1
+
+
+def test_count_and_delta_read_only_the_appended_bytes(tmp_path: Path) -> None:
+    p = tmp_path / "s.jsonl"
+    head = msg("user", "a") + "\n"
+    p.write_text(head + msg("assistant", "b") + "\n" + json.dumps({"type": "tool"}) + "\n" + msg("user", "c") + "\n")
+    size = p.stat().st_size
+    assert count_messages(p.read_text().splitlines()) == 3
+    assert appended_delta(str(p), len(head), size, 100_000) == (size - len(head), 2)
+    assert appended_delta(str(p), len(head), size, 10) == (size - len(head), 0)  # over the byte bound: not read
+    assert defer_session_reindex(str(p), len(head), size, 100_000, 50) is True
+    assert defer_session_reindex(str(p), len(head), size, 100_000, 2) is False
+    assert defer_session_reindex(str(p), size + 5, size, 100_000, 50) is False  # shrunk: rewritten, reindex
+
+
+def _append(p: Path, n: int, start: int, pad: int = 0) -> None:
+    with p.open("a") as fh:
+        for i in range(n):
+            fh.write(msg("user" if i % 2 else "assistant", f"message {start + i} " + "x" * pad) + "\n")
+
+
+def test_session_reindex_waits_for_50_messages(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    p = ws / "sessions" / "live.jsonl"
+    _append(p, 5, 0)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        assert idx.sync().added == 1
+        _append(p, 49, 5)  # 49 new messages, far below 100 KB
+        r = idx.sync()
+        assert (r.deferred, r.changed) == (1, 0)
+        assert not idx.search("53", min_score=0.0, vector_weight=0.0).results
+        _append(p, 1, 54)  # the 50th new message
+        r = idx.sync()
+        assert (r.deferred, r.changed) == (0, 1)
+        assert idx.search("53", min_score=0.0, vector_weight=0.0).results
+
+
+def test_session_reindex_after_100_kb(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    p = ws / "sessions" / "big.jsonl"
+    _append(p, 2, 0)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        _append(p, 3, 2, pad=20_000)  # about 60 KB in 3 messages: wait
+        assert idx.sync().deferred == 1
+        _append(p, 2, 5, pad=20_000)  # about 100 KB in total since indexing: reindex
+        r = idx.sync()
+        assert (r.deferred, r.changed) == (0, 1)
+
+
+def test_thresholds_come_from_settings(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    p = ws / "sessions" / "s.jsonl"
+    _append(p, 2, 0)
+    settings = Settings().override(sync={"session_delta_messages": 2})
+    with MemoryIndex(ws, settings=settings, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        _append(p, 1, 2)
+        assert idx.sync().deferred == 1
+        _append(p, 1, 3)
+        assert idx.sync().changed == 1
+    with pytest.raises(ConfigError, match="sync.session_delta_messages"):
+        Settings().override(sync={"session_delta_messages": -5})

@@ -1,0 +1,164 @@
+"""The sync lifecycle: coalesced syncs, debounce, the watchdog watcher, sync on search, interval, `hybridmem watch`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.index import MemoryIndex
+from hybridmem.indexer import SyncReport
+from hybridmem.watch import SyncCoordinator, Watcher
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for(cond, timeout: float = 10.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "memory").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\nThe payment service retries with exponential backoff.\n")
+    return root
+
+
+def test_requests_during_a_sync_coalesce_into_one_more() -> None:
+    started, release = threading.Event(), threading.Event()
+    calls: list[float] = []
+
+    def slow_sync() -> SyncReport:
+        calls.append(time.monotonic())
+        started.set()
+        release.wait(5)
+        return SyncReport()
+
+    co = SyncCoordinator(slow_sync)
+    co.request()
+    assert started.wait(5)
+    threads = [threading.Thread(target=co.request) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    release.set()
+    assert co.wait_idle(10)
+    co.stop()
+    assert (co.requests, co.syncs, co.max_concurrent) == (21, 2, 1)
+
+
+def test_sync_errors_are_reported_and_the_worker_survives() -> None:
+    results = iter([RuntimeError("disk full"), SyncReport(files=3)])
+    seen: list[int] = []
+
+    def sync() -> SyncReport:
+        r = next(results)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    co = SyncCoordinator(sync, on_report=lambda r: seen.append(r.files))
+    co.request()
+    assert co.wait_idle(5)
+    co.request()
+    assert co.wait_idle(5)
+    co.stop()
+    assert co.errors == ["RuntimeError: disk full"] and seen == [3]
+
+
+def test_debounce_gives_one_sync_after_changes_settle(ws: Path) -> None:
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    reports: list[float] = []
+    w = Watcher(idx, debounce_s=0.3, interval_s=0, on_report=lambda r: reports.append(time.monotonic()))
+    last = 0.0
+    for i in range(5):
+        (ws / "memory" / f"n{i}.md").write_text(f"note {i}\n")
+        w.notify(str(ws / "memory" / f"n{i}.md"))
+        last = time.monotonic()
+        time.sleep(0.1)
+    assert idx.dirty
+    assert w.wait_idle(10)
+    assert len(reports) == 1 and reports[0] - last >= 0.3
+    assert idx.status()["files"] == 6 and not idx.dirty
+    w.stop()
+    idx.close()
+
+
+def test_relevant_filters_events(ws: Path) -> None:
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    w = Watcher(idx, debounce_s=0.1)
+    assert w.relevant(str(ws / "memory" / "a.md"))
+    assert w.relevant(str(ws / "sessions" / "s1.jsonl"))
+    assert not w.relevant(str(ws / "memory" / "a.txt"))
+    assert not w.relevant(str(ws / ".hybridmem" / "index.sqlite-wal"))
+    assert not w.relevant(str(ws / ".git" / "x.md"))
+    assert w.relevant(str(ws / "memory" / "old"), is_directory=True, event_type="deleted")
+    assert not w.relevant(str(ws / "memory" / "new"), is_directory=True, event_type="created")
+    w.stop()
+    idx.close()
+
+
+def test_watchdog_sees_create_modify_delete(ws: Path) -> None:
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    idx.sync()
+    with Watcher(idx, debounce_s=0.2, interval_s=0) as w:
+        note = ws / "memory" / "2026-06-01.md"
+        note.write_text("The mechanic replaced the timing belt.\n")
+        assert wait_for(lambda: "memory/2026-06-01.md" in idx.store.files())
+        assert w.wait_idle(10)
+        assert idx.search("timing belt", min_score=0.0).results[0].path == "memory/2026-06-01.md"
+        note.write_text("The mechanic replaced the brake pads.\n")
+        assert wait_for(lambda: bool(idx.search("brake pads", min_score=0.0, vector_weight=0.0).results))
+        note.unlink()
+        assert wait_for(lambda: "memory/2026-06-01.md" not in idx.store.files())
+        assert w.wait_idle(10)
+        assert w.coordinator.errors == [] and w.coordinator.max_concurrent == 1
+    idx.close()
+
+
+def test_search_syncs_first_when_the_watcher_marked_the_index_dirty(ws: Path) -> None:
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    idx.sync()
+    with Watcher(idx, debounce_s=30, interval_s=0) as w:  # the debounce never fires during this test
+        (ws / "memory" / "fresh.md").write_text("Kafka consumer lag alert threshold is 5000.\n")
+        assert wait_for(lambda: w.events > 0)
+        assert idx.dirty
+        resp = idx.search("kafka consumer lag", min_score=0.0)
+        assert resp.results and resp.results[0].path == "memory/fresh.md"
+        assert not idx.dirty
+    idx.close()
+
+
+def test_interval_sync(ws: Path) -> None:
+    idx = MemoryIndex(ws, embedder=HashEmbedder())
+    with Watcher(idx, debounce_s=10, interval_s=0.15) as w:
+        assert wait_for(lambda: w.coordinator.syncs >= 3, timeout=5)
+    idx.close()
+
+
+def test_cli_watch(ws: Path) -> None:
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n')
+    code = "import sys; from hybridmem.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "watch", str(ws), "--json", "--debounce", "0.2",
+                             "--duration", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    first = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+    assert (first["files"], first["added"]) == (1, 1)
+    time.sleep(0.5)  # the observer is running by now
+    (ws / "memory" / "new.md").write_text("A new note.\n")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    later = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert later and later[0]["added"] == 1 and later[-1]["files"] == 2
