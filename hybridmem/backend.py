@@ -144,6 +144,10 @@ class BackendManager:
                 reason += f"; primary backend failed earlier ({self.last_error})"
             return Unavailable(query=query, error=reason)
 
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+        """Read memory lines through the builtin backend: the files on disk are the source of truth either way."""
+        return self._get_builtin().get(path, from_line=from_line, lines=lines)  # type: ignore[attr-defined]
+
     def probe(self) -> dict[str, Any]:
         """Start-up check: build the primary and run its ``probe()`` (or a one-word search). Never raises."""
         if self.primary_factory is None:

@@ -80,3 +80,33 @@ def test_backend_failure_is_reported_as_unavailable(tools):
 
     out = json.loads(MemoryTools(Broken()).handle("memory_search", {"query": "x"}))
     assert out["unavailable"] is True and "disk on fire" in out["error"]
+
+
+def test_tools_over_backend_manager_fall_back_and_never_raise(workspace):
+    from hybridmem.backend import BackendManager
+
+    class Broken:
+        def search(self, *a, **k):
+            raise RuntimeError("primary engine is down")
+
+        def close(self):
+            pass
+
+    def builtin():
+        idx = MemoryIndex(workspace, embedder=HashEmbedder())
+        idx.sync()
+        return idx
+
+    mgr = BackendManager(Broken, builtin)
+    tools = MemoryTools(mgr, citations="on")
+    out = json.loads(tools.handle("memory_search", {"query": "timing belt", "min_score": 0}))
+    assert out["results"][0]["path"] == "memory/topics/cars.md"
+    assert mgr.status()["primary_failed"] and "primary engine is down" in mgr.status()["last_error"]
+    assert json.loads(tools.handle("memory_get", {"path": "MEMORY.md"}))["total_lines"] == 4
+
+    def broken_builtin():
+        raise RuntimeError("index file missing")
+
+    dead = MemoryTools(BackendManager(Broken, broken_builtin))
+    out = json.loads(dead.handle("memory_search", {"query": "x"}))
+    assert out["unavailable"] is True and "index file missing" in out["error"] and out["results"] == []
