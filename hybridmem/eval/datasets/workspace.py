@@ -1,0 +1,68 @@
+"""Workspace datasets: a real memory folder plus queries and file-and-line judgments (the demo set, a user's own).
+
+Layout (the demo set's): ``meta.json`` ``{name, reference_time, workspace, queries, judgments}``; ``queries.jsonl``
+rows ``{id, text, category, split}``; ``judgments.jsonl`` rows ``{query_id, path, start_line, end_line, grade}`` with
+``path`` relative to the workspace and lines 1-based inclusive (JSONL line numbers for ``sessions/*.jsonl``). The
+workspace is indexed through ``MemoryIndex(workspace).sync()``, so real files and transcripts go through the real code.
+Without ``meta.json``, ``queries.jsonl`` and ``judgments.jsonl`` are looked for beside the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hybridmem.errors import DatasetError
+from hybridmem.eval.datasets.base import Dataset, Evidence, Query, data_dir, parse_time, read_jsonl, read_provenance
+
+
+def load_workspace_dataset(
+    folder: str | Path,
+    queries: str | Path | None = None,
+    judgments: str | Path | None = None,
+    reference_time: str | float | None = None,
+) -> Dataset:
+    """Load a folder with ``meta.json`` (or a workspace plus explicit ``queries``/``judgments`` files).
+
+    Raises:
+        DatasetError: a file is missing, a row lacks a field, or a judgment names a query that does not exist.
+    """
+    root = Path(folder)
+    meta: dict = {}
+    if (root / "meta.json").is_file():
+        meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+    workspace = root / meta["workspace"] if "workspace" in meta else (root / "workspace" if (root / "workspace").is_dir()
+                                                                      else root)
+    qfile = Path(queries) if queries else root / meta.get("queries", "queries.jsonl")
+    jfile = Path(judgments) if judgments else root / meta.get("judgments", "judgments.jsonl")
+    if not workspace.is_dir():
+        raise DatasetError(f"workspace folder not found: {workspace}")
+    try:
+        qrows = read_jsonl(qfile)
+        jrows = read_jsonl(jfile)
+        qs = [Query(str(r["id"]), r["text"], str(r.get("category", "")), str(r.get("split", "test"))) for r in qrows]
+        evidence: dict[str, Evidence] = {}
+        qrels: dict[str, dict[str, int]] = {}
+        known = {q.id for q in qs}
+        for r in jrows:
+            qid = str(r["query_id"])
+            if qid not in known:
+                raise DatasetError(f"{jfile}: judgment for unknown query {qid!r}")
+            ev = Evidence(str(r["path"]), int(r["start_line"]), int(r["end_line"]))
+            grade = int(r.get("grade", 1))
+            if grade > 0:
+                evidence[ev.unit_id] = ev
+                qrels.setdefault(qid, {})[ev.unit_id] = max(grade, qrels.get(qid, {}).get(ev.unit_id, 0))
+    except KeyError as exc:
+        raise DatasetError(f"a row in {qfile.name} or {jfile.name} lacks the field {exc}") from None
+    kept = tuple(q for q in qs if q.id in qrels)
+    ref = parse_time(reference_time if reference_time is not None else meta.get("reference_time"))
+    return Dataset(name=meta.get("name", root.name), kind="evidence", queries=kept, qrels=qrels,
+                   workspace=workspace.resolve(), evidence=evidence, reference_time=ref,
+                   provenance=read_provenance(root),
+                   notes=(f"{len(qs) - len(kept)} queries without judgments left out",) if len(kept) < len(qs) else ())
+
+
+def load_demo() -> Dataset:
+    """The shipped demo memory set (``datasets/demo-memory``)."""
+    return load_workspace_dataset(data_dir("demo-memory"))

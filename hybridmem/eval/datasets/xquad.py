@@ -1,0 +1,49 @@
+"""XQuAD-R (LAReQA): question -> answer-sentence retrieval, one language at a time.
+
+Each candidate sentence is a document with id ``p<paragraph>s<sentence>`` (paragraphs numbered across articles); a
+question's relevant document is the sentence whose ``sentence_breaks`` span holds its ``answer_start``. Question ids
+are shared across languages. All queries are in the ``test`` split.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hybridmem.errors import DatasetError
+from hybridmem.eval.datasets.base import Dataset, Query, data_dir, read_provenance
+from hybridmem.models import Document
+
+LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh")
+
+
+def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
+    """Load one language. Falls back to the shared copy for languages not vendored into ``datasets/``."""
+    if lang not in LANGUAGES:
+        raise DatasetError(f"unknown XQuAD-R language {lang!r}: expected one of {', '.join(LANGUAGES)}")
+    roots = [Path(folder)] if folder else [data_dir("xquad_r")]
+    if not folder:
+        shared = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "xquad_r"
+        roots.append(shared)
+    path = next((r / "xquad-r" / f"{lang}.json" for r in roots if (r / "xquad-r" / f"{lang}.json").is_file()), None)
+    if path is None:
+        raise DatasetError(f"XQuAD-R file {lang}.json not found under {', '.join(str(r) for r in roots)}")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    docs: list[Document] = []
+    queries: list[Query] = []
+    qrels: dict[str, dict[str, int]] = {}
+    p_index = 0
+    for article in data["data"]:
+        for para in article["paragraphs"]:
+            ids = [f"p{p_index}s{j}" for j in range(len(para["sentences"]))]
+            docs += [Document(path=i, text=s.strip(), source="corpus", evergreen=True)
+                     for i, s in zip(ids, para["sentences"])]
+            for qa in para["qas"]:
+                start = qa["answers"][0]["answer_start"]
+                hit = [ids[j] for j, (b, e) in enumerate(para["sentence_breaks"]) if b <= start < e]
+                if hit:
+                    queries.append(Query(qa["id"], qa["question"], lang, "test"))
+                    qrels[qa["id"]] = {hit[0]: 1}
+            p_index += 1
+    return Dataset(name=f"xquad-{lang}", kind="documents", queries=tuple(queries), qrels=qrels,
+                   documents=tuple(docs), provenance=read_provenance(path.parent.parent))

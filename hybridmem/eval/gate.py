@@ -1,0 +1,187 @@
+"""The CI regression gate: run a suite of checks, compare with a saved baseline, fail on drops beyond tolerance.
+
+Suite (TOML)::
+
+    tolerance = 0.01                 # default allowed absolute drop
+    [settings.embedding]             # optional index settings (any hybridmem.toml section)
+    provider = "local"
+    [[check]]
+    dataset = "demo"                 # a name or path, as in `hybridmem eval --dataset`
+    split = "test"
+    configs = ["keyword", "vector", "weighted", "rrf"]
+    metrics = ["ndcg@10", "recall@10"]
+    [check.tolerances]               # optional, per metric
+    "ndcg@10" = 0.02
+    [check.settings.embedding]       # optional, this check only (e.g. keyword-only: provider = "none")
+    provider = "none"
+
+A check's ``label`` (default: the dataset's name) starts its keys; give checks of one dataset with different
+settings different labels.
+
+Baseline (JSON): ``{"values": {"<dataset name>/<split>/<config>/<metric>": {"value": v, "tolerance": t}}}``. A key
+measured now but absent from the baseline is reported and passes; a baseline key no longer measured fails (update
+the baseline on purpose with ``--update-baseline`` when the suite changes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hybridmem.config import Settings, settings_from_dict
+from hybridmem.embeddings import Embedder
+from hybridmem.errors import ConfigError, HybridMemError
+from hybridmem.eval.datasets import load_dataset
+from hybridmem.eval.runner import AUTO, Evaluator
+
+DEFAULT_TOLERANCE = 0.01
+
+
+class GateError(HybridMemError):
+    """The suite or baseline file is missing or malformed."""
+
+
+@dataclass
+class Check:
+    dataset: str
+    split: str | None
+    configs: list[str]
+    metrics: list[str]
+    tolerances: dict[str, float]
+    settings: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+
+@dataclass
+class Suite:
+    path: Path
+    checks: list[Check]
+    tolerance: float = DEFAULT_TOLERANCE
+    settings: Settings = field(default_factory=Settings)
+
+
+@dataclass
+class GateResult:
+    """``values``: measured now; ``failures``: one line per metric that dropped beyond its tolerance."""
+
+    values: dict[str, float]
+    tolerances: dict[str, float]
+    failures: list[str]
+    lines: list[str]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def load_suite(path: str | Path) -> Suite:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GateError(f"suite file not found: {p}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise GateError(f"cannot parse suite {p}: {exc}") from None
+    tol = float(data.get("tolerance", DEFAULT_TOLERANCE))
+    checks = []
+    for i, c in enumerate(data.get("check", [])):
+        if "dataset" not in c:
+            raise GateError(f"{p}: check #{i + 1} has no 'dataset'")
+        checks.append(Check(str(c["dataset"]), c.get("split", "test"), list(c.get("configs", ["weighted"])),
+                            list(c.get("metrics", ["ndcg@10"])),
+                            {str(k): float(v) for k, v in c.get("tolerances", {}).items()},
+                            dict(c.get("settings", {})), str(c.get("label", ""))))
+    if not checks:
+        raise GateError(f"{p}: the suite has no [[check]] tables")
+    try:
+        settings = settings_from_dict(data.get("settings", {}))
+        for c in checks:
+            settings_from_dict(c.settings, settings)  # validate now, not halfway through the run
+    except ConfigError as exc:
+        raise GateError(f"{p}: {exc}") from None
+    return Suite(p, checks, tol, settings)
+
+
+def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str | Path | None = None,
+              progress: bool = True) -> tuple[dict[str, float], dict[str, float]]:
+    """Measure every check; ``({key: value}, {key: tolerance})`` with keys ``dataset/split/config/metric``."""
+    values: dict[str, float] = {}
+    tolerances: dict[str, float] = {}
+    evaluators: dict[str, Evaluator] = {}
+    for check in suite.checks:
+        settings = settings_from_dict(check.settings, suite.settings) if check.settings else suite.settings
+        ev_key = f"{check.dataset}|{settings.index_hash()}|{settings.embedding.provider}"
+        ev = evaluators.get(ev_key)
+        if ev is None:
+            chosen = None if settings.embedding.provider == "none" else embedder
+            ev = evaluators[ev_key] = Evaluator(load_dataset(check.dataset), settings, chosen, cache, progress)
+        res = ev.evaluate(check.configs, check.metrics, split=check.split)
+        for name, ms in res.means.items():
+            for m, v in ms.items():
+                label = check.label or ev.dataset.name
+                key = f"{label}/{check.split or 'all'}/{name}/{m}"
+                values[key] = round(v, 6)
+                tolerances[key] = check.tolerances.get(m, suite.tolerance)
+    for ev in evaluators.values():
+        ev.close()
+    return values, tolerances
+
+
+def check_baseline(values: dict[str, float], baseline: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(failures, report lines)`` of ``values`` against a baseline mapping (see module doc)."""
+    base = baseline.get("values", {})
+    failures, lines = [], []
+    for key, v in values.items():
+        if key not in base:
+            lines.append(f"NEW   {key}: {v:.4f} (not in the baseline)")
+            continue
+        b, tol = float(base[key]["value"]), float(base[key].get("tolerance", DEFAULT_TOLERANCE))
+        if v < b - tol - 1e-12:
+            msg = f"{key} dropped from {b:.4f} to {v:.4f} ({v - b:+.4f}, tolerance {tol})"
+            failures.append(msg)
+            lines.append(f"FAIL  {msg}")
+        else:
+            lines.append(f"ok    {key}: {v:.4f} (baseline {b:.4f}, {v - b:+.4f})")
+    for key in base:
+        if key not in values:
+            msg = f"{key} is in the baseline but was not measured (suite changed? rerun with --update-baseline)"
+            failures.append(msg)
+            lines.append(f"FAIL  {msg}")
+    return failures, lines
+
+
+def gate(suite_path: str | Path, baseline_path: str | Path, update: bool = False,
+         embedder: Embedder | None | str = AUTO, cache: str | Path | None = None, progress: bool = True) -> GateResult:
+    """Run the suite and compare with the baseline; ``update`` rewrites the baseline instead (always passes).
+
+    Raises:
+        GateError: the suite is malformed, or the baseline is missing (and ``update`` is False).
+    """
+    t0 = time.perf_counter()
+    suite = load_suite(suite_path)
+    bpath = Path(baseline_path)
+    if not update and not bpath.is_file():
+        raise GateError(f"baseline not found: {bpath}; create it with --update-baseline")
+    values, tols = run_suite(suite, embedder, cache, progress)
+    if update:
+        bpath.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "suite": str(suite_path),
+            "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "values": {k: {"value": v, "tolerance": tols[k]} for k, v in sorted(values.items())},
+        }
+        bpath.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        lines = [f"wrote {len(values)} baseline values to {bpath}"]
+        return GateResult(values, tols, [], lines, time.perf_counter() - t0)
+    try:
+        baseline = json.loads(bpath.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise GateError(f"baseline {bpath} is not valid JSON: {exc}") from None
+    failures, lines = check_baseline(values, baseline)
+    return GateResult(values, tols, failures, lines, time.perf_counter() - t0)

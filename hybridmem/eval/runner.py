@@ -1,0 +1,299 @@
+"""The evaluation runner: index once (cached on disk), retrieve once, rank many, score with ranx.
+
+1. **Index** per (dataset, index settings, embedder): ``$HYBRIDMEM_CACHE`` or ``<repo>/.cache/hybridmem/eval/``
+   ``<dataset>-<fingerprint>-<settings hash>.sqlite``. Document datasets go through ``index_documents``, workspace
+   datasets through ``MemoryIndex(workspace).sync()``; both are incremental, so a second run embeds nothing.
+   Query vectors are cached in the same file's embedding cache (keyed ``query\\0<text>``).
+2. **Retrieve** every query once, at the largest pool any config asks for (a smaller pool is a prefix), within the
+   query's scope (a path prefix) when it has one.
+3. **Rank** each config with :func:`hybridmem.ranking.rank` (the engine's only ranking function), at the dataset's
+   reference time. What the eval changes in a config, and only this: ``max_results`` becomes the metric depth (the
+   largest cutoff asked, see :func:`~hybridmem.eval.metrics.depth_for`), so the pool is
+   ``min(max_candidates, depth * candidate_multiplier)``; ``max_injected_chars`` becomes 0 (no snippet budget; the
+   budget is measured by ``budget_recall`` instead). ``min_score`` is the config's own, as in production (presets
+   ``keyword``/``vector``/``rrf`` use 0; ``weighted`` 0.35 cuts low-scoring hits, which costs recall); pass
+   ``min_score=`` to override it for every config.
+4. **Score**: hits -> units (:mod:`hybridmem.eval.units`) -> ranx per-query scores (:mod:`hybridmem.eval.metrics`).
+
+Example:
+    >>> ev = Evaluator(load_dataset("demo"))                                    # doctest: +SKIP
+    >>> ev.evaluate({"rrf": preset("rrf")}, ["ndcg@10"]).means["rrf"]["ndcg@10"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from hybridmem.config import PRESETS, RankConfig, Settings, preset
+from hybridmem.embeddings import Embedder, create_embedder, sanitize
+from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
+from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
+from hybridmem.eval.units import judged_units
+from hybridmem.index import MemoryIndex
+from hybridmem.models import Candidates
+from hybridmem.ranking import rank
+from hybridmem.retrieve import Scope
+
+AUTO = "auto"
+
+
+def _fast_rank_options() -> dict[str, bool]:
+    """rank() keywords that skip work the eval never reads (cut candidates' Hits, query-centred snippets); the hits
+    and their order are the same."""
+    import inspect
+
+    params = inspect.signature(rank).parameters
+    return {k: False for k in ("explain", "centred_snippets") if k in params}
+
+
+FAST_RANK = _fast_rank_options()
+
+
+def cache_dir() -> Path:
+    """Where eval indexes live: ``$HYBRIDMEM_CACHE`` or ``<repo>/.cache/hybridmem/eval``."""
+    env = os.environ.get("HYBRIDMEM_CACHE")
+    return Path(env) if env else REPO_ROOT / ".cache" / "hybridmem" / "eval"
+
+
+def resolve_configs(configs: Sequence[str] | Mapping[str, RankConfig] | None) -> dict[str, RankConfig]:
+    """Named configs: a mapping as given, or preset names (``keyword``, ``vector``, ``weighted``, ``rrf``, ...)."""
+    if configs is None:
+        configs = ("keyword", "vector", "weighted", "rrf")
+    if isinstance(configs, Mapping):
+        return dict(configs)
+    return {name: preset(name) for name in configs}
+
+
+def eval_config(config: RankConfig, depth: int, min_score: float | None = None) -> RankConfig:
+    """The config as the eval ranks it (see module doc)."""
+    changes: dict[str, Any] = {"max_results": depth, "max_injected_chars": 0}
+    if min_score is not None:
+        changes["min_score"] = min_score
+    return config.replace(**changes)
+
+
+def _tqdm(total: int, desc: str, enabled: bool):  # noqa: ANN202
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, file=sys.stderr, disable=not sys.stderr.isatty())
+
+
+@dataclass
+class EvalResult:
+    """Scores of named configs over one query set.
+
+    Attributes:
+        per_query: ``{config: {metric: array aligned with query_ids}}``.
+        means: ``{config: {metric: mean}}``.
+        configs: the configs as ranked (after :func:`eval_config`).
+        runs: ``{config: QueryRuns}`` (ranked units per query).
+    """
+
+    dataset: str
+    split: str | None
+    query_ids: list[str]
+    categories: list[str]
+    metrics: list[str]
+    depth: int
+    per_query: dict[str, dict[str, np.ndarray]]
+    means: dict[str, dict[str, float]]
+    configs: dict[str, RankConfig]
+    runs: dict[str, QueryRuns] = field(repr=False, default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def by_category(self) -> dict[str, dict[str, dict[str, float]]]:
+        """``{category: {config: {metric: mean}}}`` (queries grouped by their category)."""
+        cats = np.asarray(self.categories)
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for cat in sorted(set(self.categories)):
+            mask = cats == cat
+            out[cat] = {c: {m: float(v[mask].mean()) for m, v in per.items()} for c, per in self.per_query.items()}
+        return out
+
+
+class Evaluator:
+    """Runs configs over a dataset with a cached index and one retrieval per query.
+
+    Args:
+        dataset: any :class:`Dataset`.
+        settings: index and tokenizer settings (default: the built-in defaults, so results never depend on a
+            workspace's ``hybridmem.toml``).
+        embedder: an :class:`Embedder`, None for keyword-only, or ``"auto"`` (built from ``settings.embedding``).
+        cache: the folder for cached indexes (default :func:`cache_dir`); ``":memory:"`` for no file.
+        progress: show tqdm bars on stderr (only when it is a terminal).
+    """
+
+    def __init__(self, dataset: Dataset, settings: Settings | None = None, embedder: Embedder | None | str = AUTO,
+                 cache: str | Path | None = None, progress: bool = True) -> None:
+        self.dataset = dataset
+        self.settings = settings or Settings()
+        if embedder == AUTO:
+            embedder = create_embedder(self.settings.embedding).embedder
+        self.embedder: Embedder | None = embedder  # type: ignore[assignment]
+        self.cache = cache
+        self.progress = progress
+        self._index: MemoryIndex | None = None
+        self._cands: dict[str, Candidates] = {}
+        self._cand_key: tuple[int, bool, bool, bool] | None = None
+        self.timings: dict[str, float] = {}
+        self.query_embedded = 0
+
+    # -- index ---------------------------------------------------------------------------------------------------
+    def index_path(self) -> Path | str:
+        if str(self.cache) == ":memory:":
+            return ":memory:"
+        e = self.embedder
+        ident = "none" if e is None else f"{e.name}|{e.model}|{e.provider_key}|{e.dims}"
+        key = hashlib.sha256(f"{self.settings.index_hash(e.dims if e else 0)}|{ident}".encode()).hexdigest()[:12]
+        root = Path(self.cache) if self.cache else cache_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        return root / f"{self.dataset.name}-{self.dataset.fingerprint()}-{key}.sqlite"
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The dataset's index, built or brought up to date on first use."""
+        if self._index is None:
+            t0 = time.perf_counter()
+            ds = self.dataset
+            idx = MemoryIndex(ds.workspace, index_path=self.index_path(), settings=self.settings,
+                              embedder=self.embedder)
+            bars: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar = bars.get(stage) or bars.setdefault(stage, _tqdm(total, f"{ds.name}: {stage}", self.progress))
+                if bar is not None:
+                    bar.n = done
+                    bar.refresh()
+
+            if ds.workspace is not None:
+                report = idx.sync(progress=progress)
+            else:
+                report = idx.index_documents(ds.documents, prune=True, progress=progress)
+            for bar in bars.values():
+                if bar is not None:
+                    bar.close()
+            self.index_report = report
+            self._index = idx
+            self.timings["index"] = time.perf_counter() - t0
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # -- retrieval -----------------------------------------------------------------------------------------------
+    def query_vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors of query texts, from the index's embedding cache or embedded in batches (then cached)."""
+        e = self.embedder
+        if e is None:
+            return {}
+        store = self.index.store
+        hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
+        cached = store.cache_get(e.name, e.model, e.provider_key, list(hashes))
+        missing = [h for h in hashes if h not in cached]
+        for i in range(0, len(missing), e.batch_size):
+            batch = missing[i: i + e.batch_size]
+            mat = sanitize(e.embed_batch([hashes[h][:20000] for h in batch], is_query=True))
+            fresh = dict(zip(batch, mat))
+            store.cache_put(e.name, e.model, e.provider_key, fresh)
+            cached.update(fresh)
+        self.query_embedded += len(missing)
+        return {t: cached[h] for h, t in hashes.items()}
+
+    def candidates(self, pool: int, keyword: bool = True, vector: bool = True,
+                   with_vectors: bool = False) -> dict[str, Candidates]:
+        """Candidates for every query of the dataset, retrieved once and reused while ``pool`` and legs allow."""
+        vector = vector and self.embedder is not None
+        have = self._cand_key
+        if have and have[0] >= pool and (have[1] or not keyword) and (have[2] or not vector) and (have[3] or not with_vectors):
+            return self._cands
+        if have:  # widen to cover what was asked before too
+            pool, keyword, vector, with_vectors = (max(pool, have[0]), keyword or have[1], vector or have[2],
+                                                   with_vectors or have[3])
+        idx = self.index
+        t0 = time.perf_counter()
+        queries = self.dataset.queries
+        vecs = self.query_vectors([q.text for q in queries]) if vector else {}
+        bar = _tqdm(len(queries), f"{self.dataset.name}: retrieve", self.progress)
+        shared: dict[int, Any] = {}
+        out: dict[str, Candidates] = {}
+        for q in queries:
+            c = idx.retrieve(q.text, pool, keyword=keyword, vector=vector, with_vectors=with_vectors,
+                             query_vector=vecs.get(q.text), scope=Scope(path_prefix=q.scope) if q.scope else None)
+            # one ChunkInfo object per chunk across queries keeps memory bounded on large query sets
+            chunks = {cid: shared.setdefault(cid, ci) for cid, ci in c.chunks.items()}
+            out[q.id] = replace(c, chunks=chunks)
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        self._cands, self._cand_key = out, (pool, keyword, vector, with_vectors)
+        self.timings["retrieve"] = time.perf_counter() - t0
+        return out
+
+    # -- ranking and scoring -------------------------------------------------------------------------------------
+    def prepare(self, configs: Mapping[str, RankConfig], depth: int,
+                min_score: float | None = None) -> tuple[dict[str, RankConfig], dict[str, Candidates]]:
+        """The eval configs and the candidates they need (retrieved once for all)."""
+        cfgs = {n: eval_config(c, depth, min_score) for n, c in configs.items()}
+        pool = max(c.pool for c in cfgs.values())
+        keyword = any(c.text_weight > 0 for c in cfgs.values())
+        vector = any(c.vector_weight > 0 for c in cfgs.values())
+        with_vectors = any(c.mmr and c.mmr_similarity == "cosine" for c in cfgs.values())
+        return cfgs, self.candidates(pool, keyword, vector, with_vectors)
+
+    def rank_runs(self, config: RankConfig, query_ids: Sequence[str], cands: Mapping[str, Candidates]) -> QueryRuns:
+        """Rank every query under ``config`` and map the hits to judged units."""
+        ds = self.dataset
+        now = ds.reference_time
+        ranked, first, lengths = [], [], []
+        for qid in query_ids:
+            hits = rank(cands[qid], config, now=now, **FAST_RANK).hits
+            r, f = judged_units([h.path for h in hits], [h.chunk_id for h in hits], [h.start_line for h in hits],
+                                [h.end_line for h in hits], ds.qrels[qid], ds.evidence, ds.kind)
+            ranked.append(r)
+            first.append(f)
+            lengths.append([len(h.text) for h in hits])
+        return QueryRuns(ranked, first, lengths)
+
+    def evaluate(
+        self,
+        configs: Sequence[str] | Mapping[str, RankConfig] | None = None,
+        metrics: Sequence[str] = DEFAULT_METRICS,
+        split: str | None = None,
+        categories: Sequence[str] | None = None,
+        min_score: float | None = None,
+        depth: int | None = None,
+    ) -> EvalResult:
+        """Score named configs on the queries of ``split`` (None: all) and ``categories`` (None: all)."""
+        named = resolve_configs(configs)
+        metrics = list(metrics)
+        depth = depth or depth_for(metrics)
+        sub = self.dataset.select(split, categories)
+        qids = [q.id for q in sub.queries]
+        cfgs, cands = self.prepare(named, depth, min_score)
+        scorer = Scorer(qids, sub.qrels)
+        per_query: dict[str, dict[str, np.ndarray]] = {}
+        runs: dict[str, QueryRuns] = {}
+        t0 = time.perf_counter()
+        for name, cfg in cfgs.items():
+            runs[name] = self.rank_runs(cfg, qids, cands)
+            per_query[name] = scorer.score(runs[name], metrics)
+        self.timings["rank_and_score"] = time.perf_counter() - t0
+        means = {n: {m: float(v.mean()) for m, v in pq.items()} for n, pq in per_query.items()}
+        return EvalResult(self.dataset.name, split, qids, [q.category for q in sub.queries], metrics, depth,
+                          per_query, means, cfgs, runs, dict(self.timings))
+
+
+__all__ = ["AUTO", "EvalResult", "Evaluator", "PRESETS", "cache_dir", "eval_config", "resolve_configs"]

@@ -1,0 +1,123 @@
+"""The CI gate fails when a metric drops beyond its tolerance and passes when it does not; the CLI exits non-zero."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hybridmem.cli import main
+from hybridmem.eval.gate import GateError, check_baseline, gate
+
+
+def beir_folder(root):
+    (root / "qrels").mkdir(parents=True)
+    docs = [("d1", "apple banana orchard"), ("d2", "cherry blossom"), ("d3", "durian smell"), ("d4", "mango season")]
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": "", "text": t}) + "\n" for i, t in docs))
+    qs = [("q1", "cherry"), ("q2", "apple"), ("q3", "durian mango")]
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in qs))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\r\nq1\td2\t1\r\nq2\td3\t1\r\nq3\td4\t1\r\n")
+    return root
+
+
+@pytest.fixture
+def suite(tmp_path):
+    data = beir_folder(tmp_path / "tiny")
+    path = tmp_path / "suite.toml"
+    path.write_text(f"""tolerance = 0.01
+[settings.embedding]
+provider = "none"
+[[check]]
+dataset = "{data.as_posix()}"
+split = "test"
+configs = ["keyword"]
+metrics = ["ndcg@10", "recall@10"]
+[check.tolerances]
+"recall@10" = 0.05
+""")
+    return path
+
+
+def test_gate_passes_then_fails_on_a_drop(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    baseline = tmp_path / "baseline.json"
+    with pytest.raises(GateError, match="--update-baseline"):
+        gate(suite, baseline, progress=False)
+    made = gate(suite, baseline, update=True, progress=False)
+    assert made.passed
+    saved = json.loads(baseline.read_text())["values"]
+    key = "tiny/test/keyword/ndcg@10"
+    # q1 finds d2 at rank 1; q2 finds d1 (not d3); q3 finds d3 and d4 (BM25 order decides): recall@10 = 2/3
+    assert saved["tiny/test/keyword/recall@10"] == {"value": pytest.approx(2 / 3, abs=1e-6), "tolerance": 0.05}
+    assert saved[key]["tolerance"] == 0.01
+
+    ok = gate(suite, baseline, progress=False)
+    assert ok.passed and ok.failures == []
+
+    # a baseline above today's value by more than the tolerance means today's value dropped
+    saved[key]["value"] += 0.02
+    baseline.write_text(json.dumps({"values": saved}))
+    bad = gate(suite, baseline, progress=False)
+    assert not bad.passed
+    assert len(bad.failures) == 1 and bad.failures[0].startswith(key)
+
+    # within tolerance passes
+    saved[key]["value"] -= 0.015
+    baseline.write_text(json.dumps({"values": saved}))
+    assert gate(suite, baseline, progress=False).passed
+
+
+def test_cli_gate_exit_codes_name_the_metric(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    baseline = tmp_path / "b.json"
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline), "--update-baseline"]) == 0
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 0
+    data = json.loads(baseline.read_text())
+    data["values"]["tiny/test/keyword/recall@10"]["value"] = 0.9
+    baseline.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 1
+    err = capsys.readouterr().err
+    assert "tiny/test/keyword/recall@10 dropped from 0.9000 to 0.6667" in err
+
+
+def test_check_baseline_reports_new_and_missing_keys():
+    failures, lines = check_baseline({"a": 0.5, "new": 0.1}, {"values": {"a": {"value": 0.5, "tolerance": 0.0},
+                                                                         "gone": {"value": 0.3}}})
+    assert failures == ["gone is in the baseline but was not measured (suite changed? rerun with --update-baseline)"]
+    assert any(line.startswith("NEW   new") for line in lines)
+
+
+def test_cli_eval_json_shape(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "tiny"
+    out = tmp_path / "r" / "report.md"
+    assert main(["eval", "--dataset", str(data), "--keyword-only", "--config", "keyword", "rrf",
+                 "--metrics", "ndcg@10", "recall@10", "--json", "--out", str(out)]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["dataset"] == "tiny" and js["queries"] == 3
+    assert set(js["configs"]) == {"keyword", "rrf"}
+    assert js["configs"]["keyword"]["recall@10"] == pytest.approx(0.6667, abs=1e-4)
+    assert out.is_file() and out.with_suffix(".json").is_file()
+    assert "| keyword |" in out.read_text()
+    assert main(["eval", "--dataset", str(data), "--config", "nope"]) == 2
+
+
+def test_cli_sweep_json(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    assert main(["sweep", "--dataset", str(tmp_path / "tiny"), "--keyword-only", "--base", "keyword",
+                 "--param", "bm25_norm=minmax,rank", "--param", "min_score=0,0.5", "--json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["split"] == "all" and len(js["rows"]) == 4
+    assert {r["bm25_norm"] for r in js["rows"]} == {"minmax", "rank"}
+    assert main(["sweep", "--dataset", str(tmp_path / "tiny"), "--param", "bogus=1"]) == 2
+
+
+@pytest.mark.slow
+def test_ci_suite_passes_against_its_baseline():
+    """The real CI gate (MiniLM; the index is cached under .cache/ or $HYBRIDMEM_CACHE after the first run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    res = gate(root / "eval" / "suites" / "ci.toml", root / "eval" / "baselines" / "ci.json", progress=False)
+    assert res.passed, "\n".join(res.failures)
