@@ -1,0 +1,78 @@
+"""Index: status of the chosen workspace's index, a sync button, and the indexed files with their chunk counts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+import streamlit as st
+
+from hybridmem.errors import HybridMemError
+from hybridmem.workbench import state, views
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "never"
+
+
+def render() -> None:
+    st.title("Index")
+    source = state.current_source()
+    try:
+        dataset = state.dataset_for(source)
+    except HybridMemError as exc:
+        views.fail(state.error_text(exc))
+    idx = views.open_source(source, dataset)
+    documents = idx.workspace is None
+    if documents:
+        st.info(f"{dataset.name} is a document dataset: its index is built from the dataset's documents by the "
+                "evaluator (cached on disk) and is read-only here.", icon=":material/info:")
+    elif st.button("Sync now", icon=":material/sync:",
+                   help="Re-index new, changed and deleted files (by content hash)."):
+        try:
+            views.sync(idx, "Syncing")
+        except HybridMemError as exc:
+            views.fail(state.error_text(exc))
+    status = idx.status()
+    st.caption(f"`{status['workspace'] or dataset.name}` → `{status['index_path']}`")
+    cols = st.columns(4)
+    cols[0].metric("Files", status["files"])
+    cols[1].metric("Chunks", status["chunks"])
+    cols[2].metric("Embedding cache", status["cache_entries"], help="Cached embeddings (provider, model, text hash).")
+    cols[3].metric("Dims", status["dims"])
+    cols = st.columns(4)
+    cols[0].metric("Provider", status["provider"])
+    cols[1].metric("Model", status["model"] or "—")
+    cols[2].metric("Vector backend", status["vector_backend"], help=f"search: {status['vector_search']}, "
+                                                                   f"driver: {status['driver']}")
+    cols[3].metric("Queries served from", status["vector_search"],
+                   help="memory: an exact in-memory matrix; sqlite-vec: KNN in SQLite")
+    st.caption(f"Last sync {_when(status['last_sync'])} · FTS tokenizer `{status['fts_tokenizer']}` · "
+               f"settings hash `{status['settings_hash']}`")
+    if status.get("vec_error"):
+        st.warning(f"sqlite-vec unavailable ({status['vec_error']}): exact numpy search is used instead.")
+    if status.get("fallback_reason"):
+        st.warning(status["fallback_reason"])
+    report = status.get("last_sync_report")
+    if report:
+        st.caption(f"Last sync in this session: added {report['added']}, changed {report['changed']}, deleted "
+                   f"{report['deleted']}, unchanged {report['unchanged']}; embedded {report['embedded']}, cache hits "
+                   f"{report['cache_hits']} in {report['seconds']:.2f}s")
+        for w in report.get("warnings", []):
+            st.warning(w)
+
+    st.subheader("Indexed files")
+    files = pd.DataFrame(idx.files())
+    if files.empty:
+        st.info("Nothing indexed yet.")
+        return
+    files["date"] = pd.to_datetime(files["date"], unit="s").dt.strftime("%Y-%m-%d").fillna("")
+    files["modified"] = pd.to_datetime(files["mtime"], unit="s").dt.strftime("%Y-%m-%d %H:%M")
+    files["evergreen"] = files["evergreen"].astype(bool)
+    view = files[["path", "source", "chunks", "size", "date", "evergreen", "modified"]].sort_values("path")
+    st.dataframe(view, hide_index=True, key="index_files",
+                 column_config={"size": st.column_config.NumberColumn("bytes")})
+
+
+if __name__ == "__main__":
+    render()

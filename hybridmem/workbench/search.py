@@ -1,0 +1,115 @@
+"""Search inspector: one query, every candidate's scores, and weighted sum against RRF side by side.
+
+Retrieval runs once per query (cached); every ranking shown is a :func:`hybridmem.ranking.rank` call on those
+candidates, so changing the sidebar re-ranks instantly.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from hybridmem.errors import HybridMemError
+from hybridmem.ranking import rank
+from hybridmem.workbench import state, views
+
+FUSION_NAMES = {"weighted": "Weighted sum", "rrf": "RRF"}
+
+
+def _query_picker(dataset) -> tuple[str, str | None]:  # noqa: ANN001
+    """The query text and, for a labeled dataset's own query, its id."""
+    qid = None
+    default = ""
+    if dataset is not None:
+        options = {f"{q.id} · {q.text}": q for q in dataset.queries}
+        label = st.selectbox("Labeled query", ["(type your own)", *options], index=1 if options else 0,
+                             key="inspector_labeled", help="Queries of the dataset, with their relevant units marked.")
+        if label in options:
+            qid, default = options[label].id, options[label].text
+    if st.session_state.get("_inspector_default") != default:
+        st.session_state["_inspector_default"] = default
+        st.session_state["inspector_query"] = default
+    query = st.text_input("Query", key="inspector_query", placeholder="e.g. retry backoff for the payment processor")
+    if dataset is not None and query != default:
+        qid = None
+    return query, qid
+
+
+def render() -> None:
+    st.title("Search inspector")
+    source = state.current_source()
+    cfg = state.rank_config()
+    try:
+        dataset = state.dataset_for(source)
+    except HybridMemError as exc:
+        views.fail(state.error_text(exc))
+    idx = views.open_source(source, dataset)
+    query, qid = _query_picker(dataset)
+    if not query.strip():
+        st.info("Type a query to see its candidates.")
+        return
+
+    other = views.other_fusion(cfg)
+    weighted, rrf = (cfg, other) if cfg.fusion == "weighted" else (other, cfg)
+    with_vectors = cfg.mmr and cfg.mmr_similarity == "cosine"
+    try:
+        with st.spinner("Loading the embedding model and retrieving…"):
+            cands = state.retrieve(idx, query, state.pool_for(cfg, other), with_vectors)
+        now = dataset.reference_time if dataset is not None and dataset.reference_time else None
+        main = rank(cands, cfg, now=now, full_mmr=True)
+        left, right = rank(cands, weighted, now=now), rank(cands, rrf, now=now)
+    except HybridMemError as exc:
+        views.fail(state.error_text(exc))
+    relevant = state.relevant_units(dataset, qid, main.candidates) if qid else None
+
+    n_kw, n_vec = len(cands.keyword), len(cands.vector)
+    caption = (f"{len(main.hits)} results from {len(main.candidates)} candidates "
+               f"({n_kw} keyword, {n_vec} vector) · {FUSION_NAMES.get(cfg.fusion, cfg.fusion)}")
+    if not cands.vector_searched:
+        caption += " · keyword only (no embedding provider)"
+    if main.rescued:
+        caption += " · nothing passed the min score: keyword hits returned (rescue)"
+    if relevant is not None:
+        caption += f" · {len(dataset.qrels.get(qid, {}))} judged units, {len(relevant)} candidate chunks hold one"
+    st.caption(caption)
+
+    tab_results, tab_table, tab_compare = st.tabs(["Results", "All candidates", "Weighted sum vs RRF"])
+    with tab_results:
+        col_hits, col_chart = st.columns([3, 2])
+        with col_hits:
+            if not main.hits:
+                st.warning("No results: every candidate was cut (see All candidates). Try a lower min score.")
+            for h in main.hits:
+                mark = " :green-badge[relevant]" if relevant and h.chunk_id in relevant else ""
+                with st.container(border=True):
+                    st.markdown(f"**{h.position}. `{h.citation}`** · score {h.final_score:.3f}{mark}")
+                    st.markdown(f"<div style='font-size:0.9em'>{views.highlight(h.snippet, cands.query_tokens)}</div>",
+                                unsafe_allow_html=True)
+        with col_chart:
+            parts = views.contributions(main, cfg, cands.vector_searched, cands.keyword_searched)
+            if parts.empty:
+                st.info("Per-leg contributions exist for the weighted sum and RRF only.")
+            else:
+                st.plotly_chart(views.contribution_chart(parts, "Vector and text contributions"),
+                                key="inspector_chart")
+    with tab_table:
+        st.dataframe(views.candidates_frame(main, relevant), hide_index=True,
+                     key="inspector_candidates")
+        st.caption("Cut candidates say why: min_score (below the threshold after decay), max_results, char_budget "
+                   "(the injected-characters cap).")
+    with tab_compare:
+        c1, c2 = st.columns(2)
+        for col, r, c, name in ((c1, left, weighted, "weighted"), (c2, right, rrf, "rrf")):
+            with col:
+                st.subheader(FUSION_NAMES[name])
+                st.caption(f"min score {c.min_score:g}" + (f" · k = {c.rrf_k}" if name == "rrf" else
+                                                           f" · weights {c.vector_weight:g}/{c.text_weight:g}"))
+                for h in r.hits:
+                    mark = " :green-badge[relevant]" if relevant and h.chunk_id in relevant else ""
+                    st.markdown(f"{h.position}. `{h.citation}` · {h.final_score:.4f}{mark}")
+        st.markdown("**Rank movements** (weighted sum → RRF)")
+        moves = views.movement_frame(left, right, relevant)
+        st.dataframe(views.style_moves(moves), hide_index=True, key="inspector_moves")
+
+
+if __name__ == "__main__":
+    render()

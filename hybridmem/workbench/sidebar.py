@@ -1,0 +1,141 @@
+"""The shared sidebar: which data to use and the ranking config every page ranks with.
+
+The widgets start from a preset of :data:`hybridmem.config.PRESETS`; nothing here repeats a default. Pages read the
+result through :func:`hybridmem.workbench.state.rank_config` and change it through :func:`apply` (the sweeps page's
+"apply best point" button).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import streamlit as st
+
+from hybridmem.config import (
+    BM25_NORMALIZATIONS,
+    FUSION_METHODS,
+    MMR_SIMILARITIES,
+    PRESETS,
+    VECTOR_NORMALIZATIONS,
+    RankConfig,
+)
+from hybridmem.errors import ConfigError
+from hybridmem.workbench import state
+
+PRESET_KEY = "cfg_preset"
+# The RankConfig fields the sidebar edits; each widget's session key is "cfg_<field>".
+FIELDS = (
+    "fusion", "vector_weight", "text_weight", "rrf_k", "bm25_norm", "vector_norm", "max_results",
+    "candidate_multiplier", "min_score", "decay", "half_life_days", "mmr", "mmr_lambda", "mmr_similarity",
+)
+_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RankConfig)}
+
+
+def key(field: str) -> str:
+    return f"cfg_{field}"
+
+
+def _load(cfg: RankConfig) -> None:
+    for f in FIELDS:
+        st.session_state[key(f)] = getattr(cfg, f)
+
+
+def _on_preset() -> None:
+    _load(PRESETS[st.session_state[PRESET_KEY]])
+
+
+def _coerce(field: str, value: Any) -> Any:
+    kind = _FIELD_TYPES.get(field)
+    if kind in ("int", int):
+        return int(round(float(value)))
+    if kind in ("float", float):
+        return float(value)
+    if kind in ("bool", bool):
+        return bool(value)
+    return value
+
+
+def apply(changes: dict[str, Any]) -> None:
+    """Set sidebar fields (use as an ``on_click`` callback so it runs before the widgets are drawn)."""
+    for f, v in changes.items():
+        if f not in FIELDS:
+            raise ConfigError(f"the sidebar cannot set ranking.{f}: expected one of {', '.join(FIELDS)}")
+        st.session_state[key(f)] = _coerce(f, v)
+
+
+def render_source() -> state.Source:
+    """The data choice; stores the :class:`state.Source` in session state and returns it."""
+    st.sidebar.header("Data")
+    kind = st.sidebar.selectbox(
+        "Dataset or workspace", list(state.SOURCE_LABELS), format_func=state.SOURCE_LABELS.__getitem__,
+        key="src_kind", help="The demo memory workspace works offline on a fresh clone.",
+    )
+    if kind == "folder":
+        path = st.sidebar.text_input(
+            "Folder path", key="src_path", placeholder="~/agent/memory or a BEIR folder",
+            help="A memory workspace (MEMORY.md, memory/**/*.md) or a BEIR directory (corpus.jsonl, queries.jsonl, "
+                 "qrels/).",
+        ).strip()
+        source = state.Source("folder", str(_expand(path)) if path else "")
+    else:
+        source = state.Source(kind, state.dataset_path(kind))
+    st.session_state[state.SOURCE_KEY] = source
+    return source
+
+
+def _expand(path: str) -> str:
+    from pathlib import Path
+
+    return str(Path(path).expanduser())
+
+
+def render_ranking() -> RankConfig:
+    """The ranking widgets; stores the resulting :class:`RankConfig` in session state and returns it."""
+    if key("fusion") not in st.session_state:
+        st.session_state.setdefault(PRESET_KEY, "default")
+        _load(PRESETS[st.session_state[PRESET_KEY]])
+    sb = st.sidebar
+    sb.header("Ranking")
+    sb.selectbox("Preset", list(PRESETS), key=PRESET_KEY, on_change=_on_preset,
+                 help="Load a preset from hybridmem.config; 'reference' reproduces the reference system.")
+    sb.radio("Fusion", FUSION_METHODS, key=key("fusion"), horizontal=True,
+             format_func={"weighted": "Weighted sum", "rrf": "RRF"}.get)
+    c1, c2 = sb.columns(2)
+    c1.number_input("Vector weight", 0.0, 10.0, step=0.05, key=key("vector_weight"), format="%.2f")
+    c2.number_input("Text weight", 0.0, 10.0, step=0.05, key=key("text_weight"), format="%.2f")
+    sb.slider("RRF k", 0, 200, key=key("rrf_k"),
+              help="RRF's k: used by RRF, and by the RRF side of the inspector and fusion compare.")
+    sb.slider("Max results", 1, 30, key=key("max_results"))
+    sb.slider("Candidate multiplier", 1, 20, key=key("candidate_multiplier"),
+              help="Each leg fetches max_results x multiplier candidates.")
+    sb.number_input("Min score", 0.0, 1.0, step=0.01, key=key("min_score"), format="%.3f",
+                    help="Fused (after decay) scores below this are cut. RRF scores are small (about 0.01-0.03).")
+    with sb.expander("Normalization, decay, MMR"):
+        st.selectbox("BM25 normalization", BM25_NORMALIZATIONS, key=key("bm25_norm"),
+                     help="Weighted sum only (RRF uses ranks).")
+        st.selectbox("Vector normalization", VECTOR_NORMALIZATIONS, key=key("vector_norm"),
+                     help="Weighted sum only (RRF uses ranks).")
+        st.toggle("Temporal decay", key=key("decay"))
+        st.slider("Half-life (days)", 1.0, 365.0, step=1.0, key=key("half_life_days"),
+                  disabled=not st.session_state[key("decay")])
+        st.toggle("MMR diversity", key=key("mmr"))
+        st.slider("MMR lambda", 0.0, 1.0, step=0.05, key=key("mmr_lambda"), disabled=not st.session_state[key("mmr")])
+        st.selectbox("MMR similarity", MMR_SIMILARITIES, key=key("mmr_similarity"),
+                     disabled=not st.session_state[key("mmr")])
+    base = PRESETS[st.session_state[PRESET_KEY]]
+    try:
+        cfg = base.replace(**{f: _coerce(f, st.session_state[key(f)]) for f in FIELDS})
+    except ConfigError as exc:
+        sb.error(f"{exc}. Keeping the previous settings.")
+        cfg = state.rank_config()
+    st.session_state[state.RANK_CONFIG_KEY] = cfg
+    sb.caption(f"Pool: {cfg.pool} candidates per leg.")
+    return cfg
+
+
+def render() -> tuple[state.Source, RankConfig]:
+    """Draw the whole sidebar."""
+    source = render_source()
+    cfg = render_ranking()
+    return source, cfg

@@ -1,0 +1,233 @@
+"""Shared workbench state: the chosen data source, the sidebar's ranking config, and cached resources.
+
+Everything expensive is cached here: the :class:`~hybridmem.MemoryIndex` (and with it the embedding model) with
+``st.cache_resource``, and each query's retrieved :class:`~hybridmem.Candidates`, so every ranking change is a
+``rank()`` call over data already in memory (retrieve once, rank many).
+
+Example:
+    >>> src = Source("folder", "datasets/demo-memory/workspace")    # doctest: +SKIP
+    >>> idx = get_index(src.workspace)                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import streamlit as st
+
+from hybridmem.config import DEFAULT_RANKING, RankConfig, Settings, load_settings
+from hybridmem.embeddings import Embedder, create_embedder
+from hybridmem.errors import HybridMemError, ProviderError, WorkspaceError
+from hybridmem.index import MemoryIndex
+from hybridmem.models import Candidates, Hit
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASETS_DIR = Path(os.environ.get("HYBRIDMEM_DATASETS", ROOT / "datasets"))
+DEMO_DIR = DATASETS_DIR / "demo-memory"
+
+# Sidebar choices: key -> label. "folder" asks for a path (a memory workspace or a BEIR directory).
+SOURCE_LABELS: dict[str, str] = {
+    "demo": "Demo memory (labeled)",
+    "locomo": "LoCoMo (labeled)",
+    "scifact": "SciFact (labeled, BEIR)",
+    "folder": "Your folder or BEIR directory",
+}
+
+RANK_CONFIG_KEY = "rank_config"
+SOURCE_KEY = "source"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the sidebar points at.
+
+    Attributes:
+        kind: a key of :data:`SOURCE_LABELS`.
+        path: the dataset or folder path (for ``demo`` the dataset root holding ``workspace/``).
+    """
+
+    kind: str
+    path: str
+
+    @property
+    def label(self) -> str:
+        return SOURCE_LABELS.get(self.kind, self.kind)
+
+    @property
+    def is_workspace(self) -> bool:
+        """A Markdown memory workspace the engine indexes directly (the demo, or a user's memory folder)."""
+        if self.kind == "demo":
+            return True
+        if self.kind == "folder":
+            p = Path(self.path)
+            return not (p / "corpus.jsonl").is_file()
+        return False
+
+    @property
+    def workspace(self) -> str:
+        """The folder :class:`MemoryIndex` opens."""
+        if self.kind == "demo":
+            return str(Path(self.path) / "workspace")
+        return self.path
+
+    @property
+    def labeled(self) -> bool:
+        """True when the source has queries and judgments."""
+        if self.kind in ("demo", "locomo", "scifact"):
+            return True
+        p = Path(self.path)
+        return (p / "queries.jsonl").is_file() or (p / "corpus.jsonl").is_file()
+
+
+def default_source() -> Source:
+    return Source("demo", str(DEMO_DIR))
+
+
+def dataset_path(kind: str) -> str:
+    """Where a shipped dataset lives."""
+    return str({"demo": DEMO_DIR, "locomo": DATASETS_DIR / "locomo", "scifact": DATASETS_DIR / "scifact"}[kind])
+
+
+def current_source() -> Source:
+    return st.session_state.get(SOURCE_KEY) or default_source()
+
+
+def rank_config() -> RankConfig:
+    """The sidebar's ranking config (the engine default before the sidebar has run)."""
+    return st.session_state.get(RANK_CONFIG_KEY) or DEFAULT_RANKING
+
+
+# -- resources -------------------------------------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def shared_embedder() -> Embedder | None:
+    """The default embedding model, loaded once per process and shared by every index and evaluator.
+
+    None when it cannot be loaded (keyword-only); the index opened without it then says why in ``status()``.
+    """
+    try:
+        return create_embedder(Settings().embedding).embedder
+    except ProviderError:
+        return None
+
+
+def open_index(workspace: str) -> MemoryIndex:
+    """Open the index of ``workspace`` with its own settings (``hybridmem.toml`` or the defaults).
+
+    With the default embedding settings the shared model is used. Tests replace this factory to use a fake
+    embedder and a temporary index.
+
+    Raises:
+        WorkspaceError: the folder does not exist or is not a folder.
+        ConfigError: the workspace's ``hybridmem.toml`` is invalid.
+    """
+    settings = load_settings(workspace=workspace)
+    if settings.embedding == Settings().embedding:
+        embedder = shared_embedder()
+        if embedder is not None:
+            return MemoryIndex(workspace, settings=settings, embedder=embedder)
+    return MemoryIndex(workspace, settings=settings)
+
+
+def make_evaluator(dataset: Any) -> Any:
+    """An :class:`hybridmem.eval.Evaluator` for ``dataset`` with the shared model (tests replace this factory)."""
+    from hybridmem.eval import Evaluator
+
+    return Evaluator(dataset, embedder=shared_embedder(), progress=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def get_evaluator(name: str) -> Any:
+    """The cached evaluator of dataset ``name``: its index and retrieved candidates live as long as the process."""
+    return make_evaluator(load_dataset(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def get_index(workspace: str) -> MemoryIndex:
+    """The cached index (and its embedding model) for ``workspace``; one per process."""
+    return open_index(workspace)
+
+
+def check_workspace(path: str) -> str | None:
+    """A message saying what is wrong with ``path`` as a memory workspace, or None when it looks usable."""
+    if not path.strip():
+        return "Enter the path of a folder: a memory workspace (MEMORY.md, memory/*.md) or a BEIR directory."
+    p = Path(path).expanduser()
+    if not p.exists():
+        return f"Folder not found: {path}. Check the path (relative paths start at {Path.cwd()})."
+    if not p.is_dir():
+        return f"Not a folder: {path}. Point at the folder holding MEMORY.md and memory/."
+    return None
+
+
+def generation(idx: MemoryIndex) -> str:
+    """Changes whenever the index is synced, so cached retrievals of an older index are not reused."""
+    return str(idx.store.get_meta("generation", "0"))
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _retrieve_cached(_idx: MemoryIndex, index_key: str, gen: str, query: str, pool: int,
+                     with_vectors: bool) -> Candidates:
+    return _idx.retrieve(query, pool, with_vectors=with_vectors)
+
+
+def retrieve(idx: MemoryIndex, query: str, pool: int, with_vectors: bool = False) -> Candidates:
+    """Both legs for ``query`` at ``pool`` per leg, cached per index file and generation (immutable plain data)."""
+    return _retrieve_cached(idx, str(idx.index_path), generation(idx), query, pool, with_vectors)
+
+
+def pool_for(*configs: RankConfig) -> int:
+    """The largest pool any of ``configs`` asks for: retrieve at this size once, rank each config on a prefix."""
+    return max(c.pool for c in configs)
+
+
+def error_text(exc: BaseException) -> str:
+    """A one-paragraph message for an error shown in the page."""
+    if isinstance(exc, WorkspaceError):
+        return f"{exc}. Choose another folder in the sidebar."
+    if isinstance(exc, HybridMemError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def set_many(values: dict[str, Any]) -> None:
+    """Set several session-state keys (for ``on_click`` callbacks that change sidebar widgets)."""
+    for key, value in values.items():
+        st.session_state[key] = value
+
+
+# -- labeled data ----------------------------------------------------------------------------------------------------
+def dataset_name(source: Source) -> str:
+    """What :func:`hybridmem.eval.datasets.load_dataset` takes for ``source``."""
+    return source.kind if source.kind in ("demo", "locomo", "scifact") else source.path
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def load_dataset(name: str) -> Any:
+    """The labeled :class:`hybridmem.eval.datasets.Dataset` (imported lazily: keeps eval off the first paint)."""
+    from hybridmem.eval.datasets import load_dataset as load
+
+    return load(name)
+
+
+def dataset_for(source: Source) -> Any | None:
+    """The labeled dataset behind ``source``, or None when it has no labels."""
+    if not source.labeled:
+        return None
+    return load_dataset(dataset_name(source))
+
+
+def relevant_units(dataset: Any, query_id: str, hits: Iterable[Hit]) -> dict[int, str]:
+    """``{chunk_id: "unit, unit"}`` for the hits that hold judged units of ``query_id`` (eval's unit mapping)."""
+    from hybridmem.eval.units import judged_units
+
+    judged = dataset.qrels.get(query_id, {})
+    out: dict[int, str] = {}
+    for h in hits:
+        _, found = judged_units([h.path], [h.chunk_id], [h.start_line], [h.end_line], judged, dataset.evidence,
+                                dataset.kind)
+        if found:
+            out[h.chunk_id] = ", ".join(sorted(found))
+    return out

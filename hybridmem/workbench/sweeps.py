@@ -1,0 +1,166 @@
+"""Sweeps: one or two ranking parameters over a range, the chosen metric as a line or heatmap, the best point marked,
+and a button that applies it to the sidebar.
+
+Every point is a :func:`hybridmem.ranking.rank` call per query over candidates the cached evaluator retrieved once,
+so a new range costs ranking and scoring only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from hybridmem.config import PRESETS, RankConfig
+from hybridmem.errors import HybridMemError
+from hybridmem.workbench import labeled, sidebar, state
+
+# name -> (label, slider bounds, integer?)
+PARAMS: dict[str, tuple[str, tuple[float, float], bool]] = {
+    "mmr_lambda": ("MMR lambda", (0.0, 1.0), False),
+    "half_life_days": ("Decay half-life (days)", (1.0, 365.0), False),
+    "candidate_multiplier": ("Candidate multiplier", (1, 20), True),
+    "vector_weight": ("Vector weight (text = 1 - vector)", (0.0, 1.0), False),
+    "rrf_k": ("RRF k", (0, 200), True),
+    "min_score": ("Min score", (0.0, 1.0), False),
+}
+BATCH = 5  # points scored per progress step
+
+
+def changes_for(param: str, value: float) -> dict[str, Any]:
+    """The sidebar fields one parameter value sets (:func:`hybridmem.eval.sweeps.param_changes`: MMR on for its
+    lambda, decay on for a half-life, text weight ``1 - w`` for a vector weight)."""
+    from hybridmem.eval.sweeps import param_changes
+
+    return param_changes(param, int(round(value)) if PARAMS[param][2] else round(float(value), 4))
+
+
+def sweep_base(base: RankConfig, params: list[str]) -> tuple[RankConfig, dict[str, Any]]:
+    """The config a sweep starts from, and the sidebar changes that come with it: sweeping RRF k switches the sidebar
+    config to RRF (with that preset's min score), since k means nothing to the weighted sum."""
+    if "rrf_k" in params and base.fusion != "rrf":
+        extra = {"fusion": "rrf", "min_score": PRESETS["rrf"].min_score}
+        return base.replace(**extra), extra
+    return base, {}
+
+
+def grid(param: str, lo: float, hi: float, n: int) -> list[float]:
+    """``n`` evenly spaced values from ``lo`` to ``hi`` (integers deduplicated)."""
+    values = np.linspace(lo, hi, n)
+    if PARAMS[param][2]:
+        return sorted({int(round(v)) for v in values})
+    return [round(float(v), 4) for v in values]
+
+
+def _axis(prefix: str, default: str, allow_none: bool = False) -> tuple[str | None, list[float]]:
+    options = (["(none)"] if allow_none else []) + list(PARAMS)
+    param = st.selectbox("Parameter", options, index=options.index(default), key=f"{prefix}_param",
+                         format_func=lambda p: PARAMS[p][0] if p in PARAMS else p)
+    if param not in PARAMS:
+        return None, []
+    _, (lo, hi), is_int = PARAMS[param]
+    rng = st.slider("Range", lo, hi, (lo, hi), key=f"{prefix}_range_{param}", step=1 if is_int else None)
+    n = st.slider("Points", 2, 25, 11 if not allow_none else 5, key=f"{prefix}_n")
+    return param, grid(param, rng[0], rng[1], n)
+
+
+def _run(name: str, base: RankConfig, axes: list[tuple[str, list[float]]], metrics: tuple[str, ...],
+         split: str) -> pd.DataFrame:
+    """:func:`hybridmem.eval.sweeps.sweep` in slices of the first axis (about ``BATCH`` points each), with progress."""
+    first, values = axes[0]
+    per_value = len(axes[1][1]) if len(axes) > 1 else 1
+    step = max(1, BATCH // per_value)
+    total = len(values) * per_value
+    bar = st.progress(0.0, text=f"Scoring {total} points…")
+    frames, done = [], 0
+    for i in range(0, len(values), step):
+        params = {first: tuple(values[i: i + step]), **{p: tuple(v) for p, v in axes[1:]}}
+        frames.append(_sweep(name, labeled.configs_key({"base": base}), params, metrics, split, base))
+        done += len(frames[-1])
+        bar.progress(done / total, text=f"Scored {done}/{total} points")
+    bar.empty()
+    return pd.concat(frames, ignore_index=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _sweep(name: str, key: str, params: dict[str, tuple], metrics: tuple[str, ...], split: str,
+           _base: RankConfig) -> pd.DataFrame:
+    from hybridmem.eval.sweeps import sweep
+
+    return sweep(state.get_evaluator(name), {p: list(v) for p, v in params.items()}, _base, list(metrics),
+                 split=None if split == "all" else split)
+
+
+def render() -> None:
+    st.title("Sweeps")
+    name, dataset = labeled.require_dataset()
+    base = state.rank_config()
+    c1, c2, c3 = st.columns([2, 2, 1])
+    with c1:
+        st.markdown("**First parameter**")
+        p1, v1 = _axis("sweep1", "vector_weight")
+    with c2:
+        st.markdown("**Second parameter** (optional: heatmap)")
+        p2, v2 = _axis("sweep2", "(none)", allow_none=True)
+    with c3:
+        split = st.selectbox("Queries", [s for s in labeled.SPLITS if s == "all" or s in dataset.splits],
+                             key="sweep_split")
+        k = st.select_slider("Cutoff k", [1, 3, 5, 10, 20, 50, 100], value=10, key="sweep_k")
+        metrics = labeled.metric_names(dataset, k, base.max_injected_chars)
+        metric = st.selectbox("Metric", metrics, index=1, key="sweep_metric")
+    if p2 == p1:
+        st.error("Pick two different parameters (or none for the second).")
+        return
+    axes = [(p1, v1)] + ([(p2, v2)] if p2 else [])
+    base, switched = sweep_base(base, [p for p, _ in axes])
+    if switched:
+        st.caption("Sweeping RRF k: the points use RRF (min score from the RRF preset).")
+    labeled.evaluator(name)
+    try:
+        t0 = time.perf_counter()
+        df = _run(name, base, axes, metrics, split)
+        elapsed = time.perf_counter() - t0
+    except HybridMemError as exc:
+        st.error(f"{exc}. Change the range or the sidebar settings.")
+        return
+    best = df.loc[df[metric].idxmax()]
+    best_changes: dict[str, Any] = dict(switched)
+    for p, _ in axes:
+        best_changes.update(changes_for(p, best[p]))
+    if p2 is None:
+        fig = go.Figure(go.Scatter(x=df[p1], y=df[metric], mode="lines+markers", name=metric))
+        fig.add_scatter(x=[best[p1]], y=[best[metric]], mode="markers+text", name="best",
+                        marker=dict(symbol="star", size=18, color="#d62728"),
+                        text=[f"best {best[metric]:.3f}"], textposition="top center")
+        current = getattr(base, p1, None)
+        if isinstance(current, (int, float)) and not isinstance(current, bool):
+            fig.add_vline(x=current, line=dict(dash="dot", color="grey"), annotation_text=f"sidebar {current:g}",
+                          annotation_position="bottom right")
+        fig.update_layout(xaxis_title=PARAMS[p1][0], yaxis_title=metric)
+    else:
+        table = df.pivot_table(index=p2, columns=p1, values=metric)
+        fig = go.Figure(go.Heatmap(z=table.values, x=table.columns, y=table.index, colorscale="Viridis",
+                                   colorbar=dict(title=metric)))
+        fig.add_scatter(x=[best[p1]], y=[best[p2]], mode="markers", name="best",
+                        marker=dict(symbol="star", size=20, color="#d62728", line=dict(color="white", width=1)))
+        fig.update_layout(xaxis_title=PARAMS[p1][0], yaxis_title=PARAMS[p2][0])
+    fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10), showlegend=False,
+                      title=f"{metric} on {dataset.name} ({split} queries)")
+    st.plotly_chart(fig, key="sweep_chart")
+    point = ", ".join(f"{PARAMS[p][0]} = {best[p]:g}" for p, _ in axes)
+    c1, c2 = st.columns([3, 1])
+    c1.success(f"Best: {point} → {metric} {best[metric]:.4f} ({len(df)} points)", icon=":material/star:")
+    c2.button("Apply best point to the sidebar", on_click=sidebar.apply, args=(best_changes,), key="sweep_apply",
+              type="primary")
+    with st.expander("All points"):
+        st.dataframe(df, hide_index=True, key="sweep_table")
+    st.caption(f"{len(df)} points ranked and scored in {elapsed:.2f}s over candidates retrieved once "
+               "(cached points are instant).")
+
+
+if __name__ == "__main__":
+    render()

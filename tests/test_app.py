@@ -1,0 +1,297 @@
+"""Every workbench page under ``streamlit.testing.v1.AppTest``: it renders without an exception, and changing the
+fusion method, a slider or a choice changes what the page shows.
+
+The shipped demo dataset is used as it is (read only); its index and the evaluator's index go to a temporary folder
+and use the counting :class:`HashEmbedder` for speed (the real model runs in ``test_app_e2e.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from hybridmem.config import PRESETS, RankConfig
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.eval import Evaluator
+from hybridmem.index import MemoryIndex
+from hybridmem.models import Candidates, ChunkInfo, LegHit
+from hybridmem.ranking import rank
+from hybridmem.workbench import state, views
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+DEMO_WS = ROOT / "datasets" / "demo-memory" / "workspace"
+PAGE = {name: f"hybridmem/workbench/{name}.py" for name in ("search", "fusion", "sweeps", "evaluation", "index_page")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fast_resources(tmp_path_factory):
+    """Indexes in a temp folder with the hash embedder; caches cleared before and after the module."""
+    tmp = tmp_path_factory.mktemp("workbench")
+    counter = {"n": 0}
+
+    def open_index(workspace: str) -> MemoryIndex:
+        counter["n"] += 1
+        return MemoryIndex(workspace, index_path=tmp / f"index-{counter['n']}.sqlite", embedder=HashEmbedder())
+
+    def make_evaluator(dataset) -> Evaluator:  # noqa: ANN001
+        return Evaluator(dataset, embedder=HashEmbedder(), cache=tmp / "eval", progress=False)
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(state, "open_index", open_index)
+        mp.setattr(state, "make_evaluator", make_evaluator)
+        yield tmp
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def page(name: str | None = None, **session) -> AppTest:  # noqa: ANN003
+    at = AppTest.from_file(APP, default_timeout=180)
+    for k, v in session.items():
+        at.session_state[k] = v
+    at.run()
+    if name:
+        at.switch_page(PAGE[name]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def result_lines(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith("**") and "`" in m.value and "· score" in m.value]
+
+
+# AppTest exposes no key for a non-selectable dataframe: each table is found by a column only it has.
+TABLES = {
+    "inspector_candidates": "cut because", "inspector_moves": "move", "index_files": "chunks",
+    "fusion_means": "config", "fusion_sig": "p_value", "fusion_moves": "move", "sweep_table": "vector_weight",
+    "eval_means": "config", "eval_per_query": "query",
+}
+
+
+def frame(at: AppTest, key: str):  # noqa: ANN201
+    col = TABLES[key]
+    for d in at.dataframe:
+        df = d.value
+        if hasattr(df, "data"):  # a Styler
+            df = df.data
+        if col in df.columns and (key not in ("fusion_means", "eval_means")
+                                  or not {"metric", "query", "vector_weight"} & set(df.columns)):
+            return df
+    raise AssertionError(f"no table {key} (by column {col!r})")
+
+
+# -- search inspector -------------------------------------------------------------------------------------------
+def test_search_inspector_renders_demo_results_with_relevant_units():
+    at = page()
+    assert at.title[0].value == "Search inspector"
+    lines = result_lines(at)
+    assert 1 <= len(lines) <= PRESETS["default"].max_results
+    assert lines[0].startswith("**1. `")
+    caption = " ".join(c.value for c in at.caption)
+    assert "judged units" in caption and "Weighted sum" in caption
+    table = frame(at, "inspector_candidates")
+    assert {"vector score", "text rank", "fused", "decay", "MMR score", "cut because", "relevant"} <= set(table)
+    assert table["kept"].sum() == len(lines)
+    assert set(table.loc[~table["kept"], "cut because"]) <= {"min_score", "max_results", "char_budget"}
+    assert (table["relevant"] != "").any(), "q001's evidence chunk should be among the candidates"
+
+
+def test_switching_fusion_to_rrf_changes_the_results():
+    at = page()
+    before = frame(at, "inspector_candidates")
+    at.radio(key="cfg_fusion").set_value("rrf").run()
+    assert not at.exception
+    after = frame(at, "inspector_candidates")
+    assert "RRF" in " ".join(c.value for c in at.caption)
+    # RRF scores are sums of w / (k + rank): far below the weighted sum's [0, 1] scale
+    assert after["fused"].max() < 0.05 < before["fused"].max()
+
+
+def test_max_results_slider_changes_number_of_results():
+    at = page()
+    at.number_input(key="cfg_min_score").set_value(0.0).run()
+    assert len(result_lines(at)) == PRESETS["default"].max_results
+    at.slider(key="cfg_max_results").set_value(2).run()
+    assert len(result_lines(at)) == 2
+    moves = frame(at, "inspector_moves")
+    assert len(moves) >= 2 and set(moves.columns) >= {"weighted", "rrf", "move", "citation"}
+
+
+def test_typed_query_replaces_the_labeled_one():
+    at = page()
+    at.text_input(key="inspector_query").input("ERR_CONN_RESET connection pool").run()
+    assert not at.exception
+    table = frame(at, "inspector_candidates")
+    assert "relevant" not in table  # a typed query has no judgments
+    assert any("ERR_CONN_RESET" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("path_kind,message", [
+    ("missing", "Folder not found"),
+    ("empty", "No Markdown memory files"),
+    ("file", "Not a folder"),
+])
+def test_bad_folders_show_an_error_not_a_traceback(tmp_path, path_kind, message):
+    target = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "file": tmp_path / "x.txt"}[path_kind]
+    if path_kind == "empty":
+        target.mkdir()
+        (target / "notes.txt").write_text("not markdown")
+    if path_kind == "file":
+        target.write_text("x")
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(target)).run()
+    assert not at.exception
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_user_workspace_folder_is_indexed_and_searched(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\nLinh prefers Gruvbox in her editor.\n", encoding="utf-8")
+    (ws / "memory" / "2026-01-02.md").write_text("Renewed the TLS certificate for api.example.com.\n")
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    assert any("Type a query" in i.value for i in at.info)
+    at.text_input(key="inspector_query").input("TLS certificate").run()
+    assert not at.exception
+    assert result_lines(at)[0].startswith("**1. `memory/2026-01-02.md#L1`")
+
+
+def test_document_dataset_is_searched_through_the_evaluator_index():
+    at = page()
+    at.selectbox(key="src_kind").set_value("locomo").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert result_lines(at), "the first LoCoMo question should return hits"
+    table = frame(at, "inspector_candidates")
+    assert "relevant" in table and table["citation"].str.contains("#L").all()
+
+
+# -- index -------------------------------------------------------------------------------------------------------
+def test_index_page_lists_every_indexed_file_and_syncs():
+    expected = len(list(DEMO_WS.glob("MEMORY.md"))) + len(list((DEMO_WS / "memory").rglob("*.md"))) \
+        + len(list((DEMO_WS / "sessions").glob("*.jsonl")))
+    at = page("index_page")
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Files"]) == expected
+    assert metrics["Provider"] == "hash"
+    files = frame(at, "index_files")
+    assert len(files) == expected and files["chunks"].sum() == int(metrics["Chunks"])
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("unchanged" in c.value for c in at.caption)
+
+
+# -- fusion compare ---------------------------------------------------------------------------------------------
+def test_fusion_compare_scores_four_methods_and_reacts_to_k_and_rrf_k():
+    at = page("fusion")
+    means = frame(at, "fusion_means")
+    assert list(means["config"]) == ["weighted", "rrf", "keyword", "vector"]
+    assert {"recall@10", "ndcg@10", "mrr@10"} <= set(means.columns)
+    sig = frame(at, "fusion_sig")
+    assert set(sig["config"]) == {"rrf", "keyword", "vector"} and sig["p_value"].between(0, 1).all()
+    rrf_before = means.set_index("config").loc["rrf", "ndcg@10"]
+    at.select_slider(key="fusion_k").set_value(5).run()
+    assert "recall@5" in frame(at, "fusion_means").columns
+    at.select_slider(key="fusion_k").set_value(10).run()
+    at.slider(key="cfg_rrf_k").set_value(0).run()
+    rrf_after = frame(at, "fusion_means").set_index("config").loc["rrf", "ndcg@10"]
+    assert rrf_after != rrf_before
+    assert at.get("plotly_chart")
+
+
+# -- sweeps ------------------------------------------------------------------------------------------------------
+def test_sweep_marks_best_point_and_applies_it_to_the_sidebar():
+    at = page("sweeps")
+    table = frame(at, "sweep_table")
+    assert len(table) == 11 and list(table["vector_weight"])[:2] == [0.0, 0.1]
+    best = table.loc[table["ndcg@10"].idxmax(), "vector_weight"]
+    assert any(f"= {best:g}" in s.value for s in at.success)
+    at.slider(key="sweep1_n").set_value(5).run()
+    assert len(frame(at, "sweep_table")) == 5
+    at.slider(key="sweep1_n").set_value(11).run()
+    at.button(key="sweep_apply").click().run()
+    assert not at.exception
+    assert at.session_state["cfg_vector_weight"] == pytest.approx(best)
+    assert at.session_state["cfg_text_weight"] == pytest.approx(1 - best)
+    assert at.session_state[state.RANK_CONFIG_KEY].vector_weight == pytest.approx(best)
+
+
+def test_two_parameter_sweep_draws_a_heatmap():
+    at = page("sweeps")
+    at.selectbox(key="sweep2_param").set_value("rrf_k").run()
+    assert not at.exception
+    table = frame(at, "sweep_table")
+    assert len(table) == 11 * 5 and "rrf_k" in table
+    assert any("RRF" in c.value for c in at.caption)
+
+
+# -- evaluation --------------------------------------------------------------------------------------------------
+def test_evaluation_scores_saved_configs_filters_and_exports():
+    at = page("evaluation")
+    means = frame(at, "eval_means")
+    assert list(means["config"]) == ["keyword", "vector", "weighted", "rrf", "sidebar"]
+    # the sidebar holds the default preset, which is the weighted preset
+    row = means.set_index("config")
+    assert row.loc["sidebar", "ndcg@10"] == row.loc["weighted", "ndcg@10"]
+    per_query = frame(at, "eval_per_query")
+    assert len(per_query) == 5 * 80
+    at.slider(key="eval_q_max").set_value(0.0).run()
+    assert (frame(at, "eval_per_query")["ndcg@10"] == 0.0).all()
+    assert len(at.get("download_button")) == 3
+    at.multiselect(key="eval_configs").set_value(["keyword", "rrf"]).run()
+    assert list(frame(at, "eval_means")["config"]) == ["keyword", "rrf"]
+
+
+def test_labeled_pages_explain_when_the_source_has_no_labels(tmp_path):
+    (tmp_path / "MEMORY.md").write_text("note\n")
+    at = page("fusion")
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(tmp_path)).run()
+    assert not at.exception
+    assert any("needs a labeled dataset" in i.value for i in at.info)
+
+
+# -- view helpers (pure) -----------------------------------------------------------------------------------------
+def _toy() -> Candidates:
+    chunks = {i: ChunkInfo(i, f"memory/{i}.md", "memory", 1, 2, f"text {i}", 0.0, True, frozenset({"text"}))
+              for i in (1, 2, 3)}
+    return Candidates("text", ("text",), keyword=(LegHit(2, -3.0, 1), LegHit(3, -1.0, 2)),
+                      vector=(LegHit(1, 0.9, 1), LegHit(2, 0.5, 2)), chunks=chunks, pool=10)
+
+
+@pytest.mark.parametrize("fusion", ["weighted", "rrf"])
+def test_contributions_add_up_to_the_ranked_score(fusion):
+    cfg = RankConfig(fusion=fusion, min_score=0.0)
+    r = rank(_toy(), cfg, now=0.0)
+    parts = views.contributions(r, cfg)
+    totals = parts.groupby("citation")["contribution"].sum()
+    for h in r.hits:
+        assert totals[f"{h.position}. {h.citation}"] == pytest.approx(h.final_score)
+    if fusion == "rrf":  # chunk 2: vector rank 2, keyword rank 1 -> 0.7/62 + 0.3/61
+        two = parts[parts["citation"].str.endswith("memory/2.md#L1-L2")].set_index("leg")["contribution"]
+        assert two["vector"] == pytest.approx(0.7 / 62) and two["text"] == pytest.approx(0.3 / 61)
+
+
+def test_movement_frame_marks_moves():
+    c = _toy()
+    left = rank(c, RankConfig(vector_weight=1.0, text_weight=0.0, min_score=0.0, max_results=2), now=0.0)
+    right = rank(c, RankConfig(vector_weight=0.0, text_weight=1.0, min_score=0.0, max_results=2), now=0.0)
+    df = views.movement_frame(left, right, names=("vector", "keyword"))
+    def pos(v):  # noqa: ANN001, ANN202
+        return None if v is pd.NA else int(v)
+
+    got = {row.citation: (pos(row.vector), pos(row.keyword), row.move) for row in df.itertuples()}
+    assert got == {"memory/1.md#L1-L2": (1, None, "dropped"), "memory/2.md#L1-L2": (2, 1, "▲1"),
+                   "memory/3.md#L1-L2": (None, 2, "new")}
+
+
+def test_highlight_escapes_and_marks():
+    assert views.highlight("<b>retry</b> later", ("retri",)) == "&lt;b&gt;<mark>retry</mark>&lt;/b&gt; later"
