@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: app test install-app install-test chromium demo bench clean
+.PHONY: app test gate install-app install-test chromium demo bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,6 +43,10 @@ app: install-app
 
 test: install-test chromium
 	$(BIN)/python -m pytest -q
+
+# The retrieval-quality regression gate (also run inside the test suite): exits non-zero naming each metric that dropped.
+gate: install-test
+	$(BIN)/hybridmem eval gate --suite eval/suites/ci.toml --baseline eval/baselines/ci.json
 
 demo: install-app
 	$(BIN)/hybridmem index datasets/demo-memory/workspace
