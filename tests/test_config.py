@@ -10,7 +10,8 @@ def test_defaults_match_design():
     s = Settings()
     assert (s.chunking.tokens, s.chunking.overlap, s.chunking.max_chars, s.chunking.overlap_chars) == (400, 80, 1600, 320)
     r = s.ranking
-    assert (r.vector_weight, r.text_weight, r.rrf_k, r.max_results, r.candidate_multiplier) == (0.7, 0.3, 60, 6, 4)
+    assert (r.vector_weight, r.text_weight, r.rrf_k, r.max_results, r.candidate_multiplier) == (0.5, 0.5, 60, 6, 4)
+    assert (preset("reference").vector_weight, preset("reference").text_weight) == (0.7, 0.3)
     assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.35, 700, 4000, 30.0, 0.7)
     assert r.pool == 24
     assert RankConfig(max_results=100, candidate_multiplier=20).pool == 200

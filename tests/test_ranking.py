@@ -53,7 +53,8 @@ def make(vector=(), keyword=(), chunks=(), query="", **kw) -> Candidates:
 
 
 def cfg(**changes) -> RankConfig:
-    base = {"min_score": 0.0, "max_results": 10, "candidate_multiplier": 20}
+    # weights pinned to 0.7/0.3 (the reference's) so the hand-computed values below never follow the default
+    base = {"min_score": 0.0, "max_results": 10, "candidate_multiplier": 20, "vector_weight": 0.7, "text_weight": 0.3}
     base.update(changes)
     return RankConfig(**base)
 
@@ -426,9 +427,9 @@ def test_unknown_names_raise_config_error():
         rank(make(VEC, KEY), cfg(fusion="nope"))
     with pytest.raises(ConfigError, match="trained"):
         get_fusion("probfuse")
-    with pytest.raises(ConfigError, match="reference, minmax, rank"):
+    with pytest.raises(ConfigError, match="reference, minmax, zscore, rank"):
         get_normalizer("keyword", "bogus")
-    with pytest.raises(ConfigError, match="raw, minmax, rank"):
+    with pytest.raises(ConfigError, match="raw, minmax, zscore, rank"):
         get_normalizer("vector", "bogus")
     with pytest.raises(ConfigError, match="bm25_norm"):
         RankConfig(bm25_norm="bogus")
@@ -480,3 +481,16 @@ def test_fast_match_spans_equal_full_tokenization(text_words, query_words):
     wanted = set(query)
     expected = sorted((s, e, t) for t, s, e in token_spans(text) if t in wanted)
     assert match_spans(text, query) == expected
+
+
+def test_zscore_normalization_exact():
+    from hybridmem.ranking.normalize import bm25_zscore, zscore
+
+    # values 1, 2, 3: mean 2, population std sqrt(2/3); shifted so the weakest is 0
+    std = (2 / 3) ** 0.5
+    assert zscore([3.0, 1.0, 2.0]) == pytest.approx([2 / std, 0.0, 1 / std])
+    assert zscore([0.4, 0.4]) == [1.0, 1.0] and zscore([]) == []
+    assert bm25_zscore([-6.0, -4.0, -2.0]) == pytest.approx([4 / (8 / 3) ** 0.5, 2 / (8 / 3) ** 0.5, 0.0])
+    r = rank(make(VEC, KEY), cfg(bm25_norm="zscore", vector_norm="zscore"))
+    vs = zscore([0.9, 0.5, 0.1])
+    assert scores(r, "vector_score") == pytest.approx({1: vs[0], 2: vs[1], 3: vs[2], 4: None})

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hybridmem.config import PRESETS, RankConfig, Settings, preset
+from hybridmem.config import PRESETS, ChunkingConfig, RankConfig, Settings, preset
 from hybridmem.embeddings import Embedder, create_embedder, sanitize
 from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
 from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
@@ -126,7 +126,7 @@ class Evaluator:
 
     Args:
         dataset: any :class:`Dataset`.
-        settings: index and tokenizer settings (default: the built-in defaults, so results never depend on a
+        settings: index and tokenizer settings (default: the built-in defaults plus the dataset's own chunking, so results never depend on a
             workspace's ``hybridmem.toml``).
         embedder: an :class:`Embedder`, None for keyword-only, or ``"auto"`` (built from ``settings.embedding``).
         cache: the folder for cached indexes (default :func:`cache_dir`); ``":memory:"`` for no file.
@@ -137,6 +137,8 @@ class Evaluator:
                  cache: str | Path | None = None, progress: bool = True) -> None:
         self.dataset = dataset
         self.settings = settings or Settings()
+        if dataset.chunking is not None and self.settings.chunking == ChunkingConfig():
+            self.settings = self.settings.override(chunking=dataset.chunking)  # the caller chose no chunking
         if embedder == AUTO:
             embedder = create_embedder(self.settings.embedding).embedder
         self.embedder: Embedder | None = embedder  # type: ignore[assignment]

@@ -35,6 +35,9 @@ __all__ = [
     "rank_reciprocal",
     "vector_minmax",
     "vector_raw",
+    "vector_zscore",
+    "zscore",
+    "bm25_zscore",
 ]
 
 
@@ -94,6 +97,41 @@ def vector_minmax(raw: Sequence[float], ranks: Sequence[int] = ()) -> list[float
     return minmax(raw)
 
 
+def zscore(values: Sequence[float]) -> list[float]:
+    """Distance from the leg's weakest candidate in standard deviations: ``(x - min) / std``.
+
+    The z-score ``(x - mean) / std`` of score-distribution fusion (Montague & Aslam, "Relevance score normalization
+    for metasearch", CIKM 2001), shifted by a constant per leg so the weakest candidate scores 0 and a chunk the leg
+    did not find (0 in fusion) ranks below every one it found. Unlike min-max, one outlying top score does not squeeze
+    the rest of the leg towards 0, and a leg whose scores are all alike (a query the model cannot read) is not
+    stretched to fill [0, 1]. When every value is equal, every score is 1.0, as for :func:`minmax`.
+
+    Example:
+        >>> zscore([3.0, 1.0, 2.0])
+        [2.4494897427831783, 0.0, 1.2247448713915892]
+    """
+    n = len(values)
+    if n == 0:
+        return []
+    lo = min(values)
+    mean = sum(values) / n
+    var = sum((x - mean) ** 2 for x in values) / n
+    if var <= 0.0:
+        return [1.0] * n
+    std = var**0.5
+    return [(x - lo) / std for x in values]
+
+
+def bm25_zscore(raw: Sequence[float], ranks: Sequence[int] = ()) -> list[float]:
+    """:func:`zscore` of ``-bm25()`` (so higher is better)."""
+    return zscore([-x for x in raw])
+
+
+def vector_zscore(raw: Sequence[float], ranks: Sequence[int] = ()) -> list[float]:
+    """:func:`zscore` of the cosine similarity."""
+    return zscore(raw)
+
+
 def rank_reciprocal(raw: Sequence[float], ranks: Sequence[int]) -> list[float]:
     """Rank-based score ``1 / rank`` (rank 1-based), which ignores the raw score's scale entirely."""
     return [1.0 / r for r in ranks]
@@ -102,12 +140,14 @@ def rank_reciprocal(raw: Sequence[float], ranks: Sequence[int]) -> list[float]:
 BM25_NORMALIZERS: dict[str, Normalizer] = {
     "reference": bm25_reference,
     "minmax": bm25_minmax,
+    "zscore": bm25_zscore,
     "rank": rank_reciprocal,
 }
 
 VECTOR_NORMALIZERS: dict[str, Normalizer] = {
     "raw": vector_raw,
     "minmax": vector_minmax,
+    "zscore": vector_zscore,
     "rank": rank_reciprocal,
 }
 

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from hybridmem.config import ChunkingConfig
 from hybridmem.errors import DatasetError
 from hybridmem.models import Document
 
@@ -73,6 +74,8 @@ class Dataset:
         reference_time: the clock for temporal decay (epoch seconds); never the wall clock.
         provenance: where the data came from, its license and how it was loaded.
         notes: loader decisions worth reporting (dropped queries, cleaned ids).
+        chunking: the chunking this dataset is evaluated with unless the caller sets its own (document corpora use
+            :data:`hybridmem.config.DOCUMENT_CHUNKING`, one chunk per judged document); None keeps the default.
     """
 
     name: str
@@ -85,6 +88,7 @@ class Dataset:
     reference_time: float = 0.0
     provenance: str = ""
     notes: tuple[str, ...] = ()
+    chunking: ChunkingConfig | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hybridmem.config import DOCUMENT_CHUNKING
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Query, read_jsonl, read_provenance
 from hybridmem.models import Document
@@ -62,4 +63,4 @@ def load_beir(folder: str | Path, name: str | None = None) -> Dataset:
                 qrels[qid] = judged
     queries = tuple(Query(qid, texts[qid], "", split) for qid, split in split_of.items())
     return Dataset(name=name or root.name, kind="documents", queries=queries, qrels=qrels, documents=tuple(docs),
-                   provenance=read_provenance(root))
+                   provenance=read_provenance(root), chunking=DOCUMENT_CHUNKING)
