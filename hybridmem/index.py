@@ -29,6 +29,7 @@ from hybridmem.models import Candidates, Document, Hit, Ranking
 from hybridmem.retrieve import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_tokenizer_spec
+from hybridmem.keywords import KeywordIndex
 from hybridmem.vectors import VectorMatrix
 
 _AUTO = "auto"
@@ -116,6 +117,9 @@ class MemoryIndex:
         self._skipped: list[str] = []
         self._matrix: VectorMatrix | None = None
         self._matrix_gen: str | None = None
+        self._keywords: tuple[str, KeywordIndex] | None = None  # (generation, in-memory FTS5 postings)
+        self._keywords_gen: tuple[str, int] = ("", 0)  # (generation, keyword queries seen in it)
+        self._keywords_thread: threading.Thread | None = None
         self._lock = threading.RLock()
         self.dirty = False
         self.last_sync: SyncReport | None = None
@@ -319,6 +323,27 @@ class MemoryIndex:
             self._matrix, self._matrix_gen = VectorMatrix(ids, mat, sources, paths), gen
         return self._matrix.search
 
+    def _keyword_memory(self) -> KeywordIndex | None:
+        """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
+        there is none: FTS5 answers. It is built in a background thread from the second keyword query of a
+        generation on (8 s at 100k chunks), so one-shot CLI searches never load it and no query waits for it."""
+        gen = self.store.get_meta("generation", "0") or "0"
+        ready = self._keywords
+        if ready is not None and ready[0] == gen:
+            return ready[1]
+        seen_gen, count = self._keywords_gen
+        count = count + 1 if seen_gen == gen else 1
+        self._keywords_gen = (gen, count)
+        if count == 2:
+            rows = self.store.keyword_rows()
+
+            def build() -> None:
+                self._keywords = (gen, KeywordIndex.build(*rows))
+
+            self._keywords_thread = threading.Thread(target=build, name="hybridmem-keywords", daemon=True)
+            self._keywords_thread.start()
+        return None
+
     def _vector_of(self, cid: int) -> np.ndarray | None:
         if self._matrix is not None:
             return self._matrix.vector(cid)
@@ -341,7 +366,8 @@ class MemoryIndex:
         if not isinstance(query, str):
             raise HybridMemError(f"query must be a string, not {type(query).__name__}")
         t0 = time.perf_counter()
-        kw = keyword_leg(self.store, query, pool, self.settings.tokenizer, scope) if keyword else []
+        kw = keyword_leg(self.store, query, pool, self.settings.tokenizer, scope,
+                         self._keyword_memory()) if keyword else []
         t["keyword"] = (time.perf_counter() - t0) * 1000
         vec: list = []
         vector_searched = False

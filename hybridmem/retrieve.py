@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from hybridmem.config import TokenizerConfig
+from hybridmem.keywords import KeywordIndex
 from hybridmem.models import Candidates, ChunkInfo, LegHit
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_query, query_terms
@@ -25,12 +26,23 @@ class Scope:
     path_prefix: str | None = None
 
 
-def keyword_leg(store: Store, query: str, pool: int, tokenizer: TokenizerConfig, scope: Scope) -> list[LegHit]:
-    """FTS5 BM25 through the safe query builder; ``raw`` is FTS5's ``bm25()`` (negative, lower is better)."""
+def keyword_leg(
+    store: Store, query: str, pool: int, tokenizer: TokenizerConfig, scope: Scope, memory: KeywordIndex | None = None
+) -> list[LegHit]:
+    """FTS5 BM25 through the safe query builder; ``raw`` is FTS5's ``bm25()`` (negative, lower is better).
+
+    ``memory``, an in-memory copy of the FTS5 postings, computes the same scores bit for bit about 10x faster
+    (see :mod:`hybridmem.keywords`); queries it cannot answer exactly (FTS5 phrases) go to FTS5.
+    """
     match = fts_query(query, tokenizer)
     if match is None or pool <= 0:
         return []
-    rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
+    rows = None
+    if memory is not None:
+        rows = memory.search(query_terms(query, tokenizer), pool, scope.source, scope.path_prefix,
+                             require_all=tokenizer.query_mode == "and")
+    if rows is None:
+        rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
     return [LegHit(cid, raw, i + 1) for i, (cid, raw) in enumerate(rows)]
 
 

@@ -426,6 +426,12 @@ class Store:
         mat = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
         return ids, mat, [r[2] for r in rows], [r[3] for r in rows]
 
+    def keyword_rows(self) -> tuple[list[int], list[str], list[str], list[str]]:
+        """Every chunk's id, FTS5 token string, source and path, for the in-memory keyword index."""
+        with self._lock:
+            rows = self.db.execute("SELECT id, tokens, source, path FROM chunks ORDER BY id").fetchall()
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
     def chunk_rows(self, ids: Sequence[int]) -> dict[int, tuple]:
         """``id -> (path, source, start_line, end_line, text, tokens, timestamp, evergreen)``."""
         out: dict[int, tuple] = {}

@@ -269,7 +269,7 @@ def _toy() -> Candidates:
 
 @pytest.mark.parametrize("fusion", ["weighted", "rrf"])
 def test_contributions_add_up_to_the_ranked_score(fusion):
-    cfg = RankConfig(fusion=fusion, min_score=0.0)
+    cfg = RankConfig(fusion=fusion, min_score=0.0, vector_weight=0.7, text_weight=0.3)  # weights pinned
     r = rank(_toy(), cfg, now=0.0)
     parts = views.contributions(r, cfg)
     totals = parts.groupby("citation")["contribution"].sum()

@@ -1,0 +1,120 @@
+"""The benchmark's saved outputs: a flat JSON mapping figure name -> number, and a Markdown table that puts each
+engine figure beside its peer, the ratio, and the target from the performance issue."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Callable, Mapping
+
+# Figures the JSON always carries (the contract of `hybridmem bench --json`).
+REQUIRED = (
+    "vector_p50_ms_100k", "vector_p50_ms_100k_quantized", "vector_recall10_quantized", "numpy_p50_ms_100k",
+    "keyword_qps_scifact", "keyword_ndcg10_scifact", "bm25s_qps_scifact", "bm25s_ndcg10_scifact",
+    "e2e_p50_ms_100k", "index_overhead_ratio", "warm_resync_s_10k", "sweep100_s", "sweep_speedup",
+)
+
+Check = Callable[[float], bool]
+
+# (what, engine figure, peer name, peer figure, unit, target text, target check on the engine figure)
+ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
+    ("vector exact p50, 10k", "vector_p50_ms_10k", "numpy scan", "numpy_p50_ms_10k", "ms", "", None),
+    ("vector exact p95, 10k", "vector_p95_ms_10k", "numpy scan", "numpy_p95_ms_10k", "ms", "", None),
+    ("vector exact p50, 10k", "vector_p50_ms_10k", "sqlite-vec KNN", "sqlitevec_knn_p50_ms_10k", "ms", "", None),
+    ("vector exact p50, 100k", "vector_p50_ms_100k", "numpy scan", "numpy_p50_ms_100k", "ms", "< 6 ms",
+     lambda v: v < 6),
+    ("vector exact p95, 100k", "vector_p95_ms_100k", "numpy scan", "numpy_p95_ms_100k", "ms", "", None),
+    ("vector exact p50, 100k", "vector_p50_ms_100k", "sqlite-vec KNN", "sqlitevec_knn_p50_ms_100k", "ms", "", None),
+    ("vector exact p50, 100k", "vector_p50_ms_100k", "sqlite-vec full scan", "sqlitevec_scan_p50_ms_100k", "ms", "",
+     None),
+    ("vector binary+rescore p50, 100k", "vector_p50_ms_100k_quantized", "numpy scan", "numpy_p50_ms_100k", "ms",
+     "< 2 ms", lambda v: v < 2),
+    ("vector exact CPU-time p50, 100k", "vector_cpu_p50_ms_100k", "numpy scan", "numpy_cpu_p50_ms_100k", "ms",
+     "< 6 ms", lambda v: v < 6),
+    ("vector binary+rescore CPU-time p50, 100k", "vector_cpu_p50_ms_100k_quantized", "numpy scan",
+     "numpy_cpu_p50_ms_100k", "ms", "< 2 ms", lambda v: v < 2),
+    ("vector binary+rescore p95, 100k", "vector_p95_ms_100k_quantized", "numpy scan", "numpy_p95_ms_100k", "ms", "",
+     None),
+    ("quantized recall@10 vs exact (SciFact, real)", "vector_recall10_quantized", "sqlite-vec KNN recall (100k)",
+     "sqlitevec_knn_recall10_100k", "", ">= 0.99", lambda v: v >= 0.99),
+    ("quantized recall@10, 1% of rows rescored (SciFact, real)", "vector_recall10_quantized_1pct",
+     "5% rescored", "vector_recall10_quantized_5pct", "", "", None),
+    ("quantized recall@10 vs exact (100k random)", "vector_recall10_quantized_synthetic_100k", "", None, "", "", None),
+    ("vector batch throughput, 100k", "vector_batch_qps_100k", "one at a time", "vector_qps_100k", "q/s", "", None),
+    ("scan rate, exact 100k", "vector_scan_gbs_100k", "memory copy bandwidth", "memory_bandwidth_copy_gbs", "GB/s",
+     "", None),
+    ("bytes scanned a query, 100k", "vector_bytes_per_query_100k_quantized", "exact scan",
+     "vector_bytes_per_query_100k", "B", "", None),
+    ("keyword nDCG@10, SciFact", "keyword_ndcg10_scifact", "bm25s", "bm25s_ndcg10_scifact", "", ">= 0.68",
+     lambda v: v >= 0.68),
+    ("keyword nDCG@10, SciFact", "keyword_ndcg10_scifact", "rank_bm25", "rank_bm25_ndcg10_scifact", "", "", None),
+    ("keyword throughput, SciFact", "keyword_qps_scifact", "FTS5 bm25() (before)", "keyword_fts5_qps_scifact",
+     "q/s", "", None),
+    ("keyword throughput, SciFact", "keyword_qps_scifact", "bm25s (batch)", "bm25s_qps_scifact", "q/s", ">= 300",
+     lambda v: v >= 300),
+    ("keyword throughput, SciFact", "keyword_qps_scifact", "bm25s (one at a time)", "bm25s_qps_single_scifact",
+     "q/s", "", None),
+    ("keyword CPU-time throughput, SciFact", "keyword_cpu_qps_scifact", "bm25s (one at a time)",
+     "bm25s_cpu_qps_single_scifact", "q/s", ">= 300", lambda v: v >= 300),
+    ("keyword throughput, SciFact", "keyword_qps_scifact", "rank_bm25", "rank_bm25_qps_scifact", "q/s", "", None),
+    ("end-to-end p50, 10k", "e2e_p50_ms_10k", "same, sqlite-vec KNN", "e2e_sqlitevec_p50_ms_10k", "ms", "", None),
+    ("end-to-end p95, 10k", "e2e_p95_ms_10k", "same, sqlite-vec KNN", "e2e_sqlitevec_p95_ms_10k", "ms", "", None),
+    ("end-to-end p50, 100k", "e2e_p50_ms_100k", "same, sqlite-vec KNN", "e2e_sqlitevec_p50_ms_100k", "ms", "< 20 ms",
+     lambda v: v < 20),
+    ("end-to-end CPU-time p50, 100k", "e2e_cpu_p50_ms_100k", "query embedding alone (CPU)",
+     "query_embed_cpu_p50_ms", "ms", "< 20 ms", lambda v: v < 20),
+    ("end-to-end p95, 100k", "e2e_p95_ms_100k", "same, sqlite-vec KNN", "e2e_sqlitevec_p95_ms_100k", "ms", "", None),
+    ("end-to-end p50, 100k", "e2e_p50_ms_100k", "query embedding alone", "query_embed_p50_ms", "ms", "", None),
+    ("end-to-end without query embedding p50, 10k", "e2e_no_embed_p50_ms_10k", "", None, "ms", "", None),
+    ("end-to-end without query embedding p50, 100k", "e2e_no_embed_p50_ms_100k", "", None, "ms", "", None),
+    ("cold indexing", "index_chunks_per_s", "raw model encode", "encode_raw_texts_per_s", "chunks/s", "", None),
+    ("indexing overhead (sync / encode)", "index_overhead_ratio", "", None, "x", "<= 1.10", lambda v: v <= 1.10),
+    ("warm re-sync, unchanged 10k chunks", "warm_resync_s_10k", "cold sync, hash embedder", "resync_cold_hash_s", "s",
+     "< 2 s", lambda v: v < 2),
+    ("peak memory, indexing", "peak_rss_mb_indexing", "", None, "MiB", "", None),
+    ("peak memory, vector leg 100k", "peak_rss_mb_vectors", "", None, "MiB", "", None),
+    ("100-config sweep after retrieval, CPU time", "sweep100_cpu_s", "", None, "s", "< 10 s", lambda v: v < 10),
+    ("100-config sweep after retrieval", "sweep100_s", "re-running search per config", "sweep_research_s_estimated",
+     "s", "< 10 s", lambda v: v < 10),
+)
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if unit == "B":
+        return f"{v / 1e6:.1f} MB"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
+
+
+def markdown(figures: Mapping[str, float], header: str = "") -> str:
+    """The side-by-side table (sizes in labels follow the full run; ``--quick`` uses smaller ones)."""
+    lines = [header, ""] if header else []
+    lines += ["| figure | engine | peer | peer value | engine / peer | target | met |",
+              "|---|---:|---|---:|---:|---|---|"]
+    for what, key, peer, peer_key, unit, target, check in ROWS:
+        v = figures.get(key)
+        pv = figures.get(peer_key) if peer_key else None
+        ratio = (v / pv) if (v is not None and pv) else None
+        met = "" if check is None or v is None else ("yes" if check(v) else "**no**")
+        u = f" {unit}" if unit and unit != "B" else ""
+        lines.append(f"| {what} | {_fmt(v, unit)}{u if v is not None else ''} | {peer} | "
+                     f"{_fmt(pv, unit)}{u if pv is not None else ''} | {_fmt(ratio)} | {target} | {met} |")
+    lines += ["", "All figures (JSON):", "", "| name | value |", "|---|---:|"]
+    lines += [f"| `{k}` | {_fmt(v)} |" for k, v in sorted(figures.items())]
+    return "\n".join(lines) + "\n"
+
+
+def save(figures: Mapping[str, float], out_dir: Path, header: str = "", stem: str = "bench") -> tuple[Path, Path]:
+    """Write ``<stem>.json`` (flat mapping, sorted) and ``<stem>.md`` under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jp, mp = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    clean = {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in sorted(figures.items())}
+    jp.write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")
+    mp.write_text(markdown(figures, header), encoding="utf-8")
+    return jp, mp
