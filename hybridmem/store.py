@@ -407,8 +407,32 @@ class Store:
         sql = f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{scope} ORDER BY distance"
         blob = np.asarray(query, dtype=np.float32).tobytes()
         with self._lock:
-            rows = self.db.execute(sql, (blob, int(k), *params)).fetchall()
+            try:
+                rows = self.db.execute(sql, (blob, int(k), *params)).fetchall()
+            except Exception as exc:  # noqa: BLE001 - some sqlite-vec builds cannot range-filter text metadata
+                if not scope or "metadata" not in str(exc).lower():
+                    raise
+                rows = self._vector_knn_rowids(blob, k, source, path_prefix)
         return [(int(i), 1.0 - float(d)) for i, d in rows]
+
+    def _vector_knn_rowids(
+        self, blob: bytes, k: int, source: str | None, path_prefix: str | None
+    ) -> list[tuple[int, float]]:
+        """Scoped KNN through sqlite-vec's ``rowid IN (...)`` constraint: the scope is resolved on ``chunks``."""
+        scope, params = self._scope_sql("", source, path_prefix)
+        ids = [r[0] for r in self.db.execute(f"SELECT id FROM chunks WHERE embedded = 1{scope}", params).fetchall()]
+        if not ids:
+            return []
+        out: list[tuple[int, float]] = []
+        for i in range(0, len(ids), 50_000):
+            part = ids[i : i + 50_000]
+            marks = ",".join("?" * len(part))
+            out += self.db.execute(
+                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? AND rowid IN ({marks})",
+                (blob, int(k), *part),
+            ).fetchall()
+        out.sort(key=lambda r: (r[1], r[0]))
+        return out[:k]
 
     def load_vectors(
         self, provider: str, model: str, provider_key: str

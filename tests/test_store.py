@@ -83,3 +83,15 @@ def test_delete_file_removes_fts_and_vec_rows(tmp_path):
     counts = [store.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("chunks", "chunks_fts", "chunks_vec")]
     assert counts == [5, 5, 5]
     assert store.keyword_search('"t1"', 10) == []
+
+
+def test_scoped_knn_through_rowid_constraint_matches(tmp_path):
+    """The fallback used where sqlite-vec cannot range-filter text metadata gives the same neighbours."""
+    store = Store(tmp_path / "x.sqlite")
+    _fill(store, 200, 16)
+    q = sanitize(np.random.default_rng(3).normal(size=16))[0]
+    blob = np.asarray(q, dtype=np.float32).tobytes()
+    for source, prefix in [("sessions", None), (None, "memory/f1"), ("memory", "memory/f0")]:
+        direct = store.vector_knn(q, 7, source=source, path_prefix=prefix)
+        via_rowids = [(i, 1.0 - d) for i, d in store._vector_knn_rowids(blob, 7, source, prefix)]
+        assert [i for i, _ in direct] == [i for i, _ in via_rowids]
