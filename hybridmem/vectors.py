@@ -16,6 +16,7 @@ Retrieval with Hashing", ACL 2021).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,6 +84,20 @@ def shortlist(distances: np.ndarray, at_least: int) -> np.ndarray:
     return np.flatnonzero(distances <= threshold)
 
 
+def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector``, through torch's thread pool when torch is already loaded (the local embedder loads it).
+
+    Measured here: numpy's OpenBLAS threads keep spinning after the product and starve torch's threads, so the next
+    query embedding took 37 ms instead of 18 ms (embed + 100k scan: 54 ms with numpy, 28 ms with ``torch.mv``, which
+    shares the embedder's OpenMP pool). Without torch in the process, numpy does it.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and matrix.dtype == np.float32 and matrix.flags.c_contiguous and matrix.shape[0] > 4096:
+        with torch.inference_mode():
+            return torch.mv(torch.from_numpy(matrix), torch.from_numpy(np.ascontiguousarray(vector))).numpy()
+    return matrix @ vector
+
+
 @dataclass
 class VectorMatrix:
     """Chunk ids, their unit vectors (rows), and the source/path of each row for scoping."""
@@ -140,7 +155,7 @@ class VectorMatrix:
         """Exact top ``k`` ``(chunk_id, cosine)`` best first; ties broken by chunk id."""
         if len(self) == 0 or k <= 0:
             return []
-        scores = self.matrix @ np.asarray(query, dtype=np.float32)
+        scores = matvec(self.matrix, np.asarray(query, dtype=np.float32))
         mask = self._mask(source, path_prefix)
         if mask is None:
             return self._top(np.arange(len(self)), scores, k)
