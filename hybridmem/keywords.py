@@ -25,6 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
+from hybridmem.vectors import ScopedRows
+
 K1 = 1.2  # FTS5's bm25() defaults (fts5_aux.c); not settings: they must match what FTS5 computes
 B = 0.75
 
@@ -48,7 +50,7 @@ def fts_tokens(term: str) -> tuple[str, ...]:
 
 
 @dataclass
-class KeywordIndex:
+class KeywordIndex(ScopedRows):
     """Postings by term (CSR: ``offsets[t]:offsets[t + 1]`` index ``rows`` and ``tf``), row lengths, scope columns.
 
     Example:
@@ -96,17 +98,6 @@ class KeywordIndex:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
-    def _mask(self, source: str | None, path_prefix: str | None) -> np.ndarray | None:
-        if not source and not path_prefix:
-            return None
-        if self._source_arr is None:
-            self._source_arr = np.asarray(self.sources, dtype=object)
-        mask = np.ones(len(self), dtype=bool)
-        if source:
-            mask &= self._source_arr == source
-        if path_prefix:
-            mask &= np.fromiter((p.startswith(path_prefix) for p in self.paths), dtype=bool, count=len(self))
-        return mask
 
     def search(
         self,

@@ -98,8 +98,30 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return matrix @ vector
 
 
+class ScopedRows:
+    """Row scoping shared by the in-memory vector matrix and keyword postings: rows carry ``sources`` and ``paths``."""
+
+    sources: list[str]
+    paths: list[str]
+    _source_arr: np.ndarray | None
+
+    def _mask(self, source: str | None, path_prefix: str | None) -> np.ndarray | None:
+        """Rows in scope (a source and/or a path prefix), or None when unscoped."""
+        if not source and not path_prefix:
+            return None
+        if self._source_arr is None:
+            self._source_arr = np.asarray(self.sources, dtype=object)
+        n = len(self.paths)
+        mask = np.ones(n, dtype=bool)
+        if source:
+            mask &= self._source_arr == source
+        if path_prefix:
+            mask &= np.fromiter((p.startswith(path_prefix) for p in self.paths), dtype=bool, count=n)
+        return mask
+
+
 @dataclass
-class VectorMatrix:
+class VectorMatrix(ScopedRows):
     """Chunk ids, their unit vectors (rows), and the source/path of each row for scoping."""
 
     ids: np.ndarray
@@ -128,17 +150,6 @@ class VectorMatrix:
             self._codes = BinaryCodes.build(self.matrix)
         return self._codes
 
-    def _mask(self, source: str | None, path_prefix: str | None) -> np.ndarray | None:
-        if not source and not path_prefix:
-            return None
-        if self._source_arr is None:
-            self._source_arr = np.asarray(self.sources, dtype=object)
-        mask = np.ones(len(self), dtype=bool)
-        if source:
-            mask &= self._source_arr == source
-        if path_prefix:
-            mask &= np.fromiter((p.startswith(path_prefix) for p in self.paths), dtype=bool, count=len(self))
-        return mask
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top ``k`` of ``rows`` (row indices) by ``scores`` (parallel), best first, ties by chunk id."""
