@@ -80,3 +80,9 @@ def test_entry_point_with_real_model(demo_copy: Path, tmp_path: Path):
                          capture_output=True, text=True, check=True)
     res = json.loads(out.stdout)
     assert res["provider"] == "local" and res["model"] == "all-MiniLM-L6-v2" and res["results"]
+
+
+def test_switching_to_rrf_takes_its_preset_min_score(kw_workspace: Path, capsys):
+    code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--fusion", "rrf", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["results"] and res["rescued"] is False

@@ -90,6 +90,12 @@ def _expand(path: str) -> str:
     return str(Path(path).expanduser())
 
 
+def _on_fusion() -> None:
+    """Switching fusion takes that method's preset min score: RRF scores (about 0.01-0.03) would all fall below a
+    threshold meant for normalized weighted sums, and every query would end in the keyword rescue."""
+    st.session_state[key("min_score")] = PRESETS[st.session_state[key("fusion")]].min_score
+
+
 def render_ranking() -> RankConfig:
     """The ranking widgets; stores the resulting :class:`RankConfig` in session state and returns it."""
     if key("fusion") not in st.session_state:
@@ -99,7 +105,7 @@ def render_ranking() -> RankConfig:
     sb.header("Ranking")
     sb.selectbox("Preset", list(PRESETS), key=PRESET_KEY, on_change=_on_preset,
                  help="Load a preset from hybridmem.config; 'reference' reproduces the reference system.")
-    sb.radio("Fusion", FUSION_METHODS, key=key("fusion"), horizontal=True,
+    sb.radio("Fusion", FUSION_METHODS, key=key("fusion"), horizontal=True, on_change=_on_fusion,
              format_func={"weighted": "Weighted sum", "rrf": "RRF"}.get)
     c1, c2 = sb.columns(2)
     c1.number_input("Vector weight", 0.0, 10.0, step=0.05, key=key("vector_weight"), format="%.2f")
