@@ -92,9 +92,10 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     shares the embedder's OpenMP pool). Without torch in the process, numpy does it.
     """
     torch = sys.modules.get("torch")
-    if torch is not None and matrix.dtype == np.float32 and matrix.flags.c_contiguous and matrix.shape[0] > 4096:
+    if (torch is not None and matrix.dtype == np.float32 and matrix.flags.c_contiguous and matrix.flags.writeable
+            and matrix.shape[0] > 4096):
         with torch.inference_mode():
-            return torch.mv(torch.from_numpy(matrix), torch.from_numpy(np.ascontiguousarray(vector))).numpy()
+            return torch.mv(torch.from_numpy(matrix), torch.from_numpy(np.array(vector, dtype=np.float32))).numpy()
     return matrix @ vector
 
 

@@ -49,13 +49,13 @@ def test_sweep_values_equal_the_runner(demo_eval):
 
 def test_optimizer_tunes_on_train_only(demo_eval, monkeypatch):
     seen: list[list[str]] = []
-    real = demo_eval.rank_runs
+    real = demo_eval.rank_runs_many
 
-    def spy(config, query_ids, cands):
-        seen.append(list(query_ids))
-        return real(config, query_ids, cands)
+    def spy(configs, query_ids, cands):
+        seen.extend([list(query_ids)] * len(configs))  # one entry per config ranked
+        return real(configs, query_ids, cands)
 
-    monkeypatch.setattr(demo_eval, "rank_runs", spy)
+    monkeypatch.setattr(demo_eval, "rank_runs_many", spy)
     params = {"vector_weight": [0.0, 0.3, 0.7], "min_score": [0.0, 0.35]}
     res = optimize(demo_eval, params, "ndcg@10", base=preset("weighted"))
     ds = demo_eval.dataset

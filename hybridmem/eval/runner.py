@@ -257,17 +257,28 @@ class Evaluator:
 
     def rank_runs(self, config: RankConfig, query_ids: Sequence[str], cands: Mapping[str, Candidates]) -> QueryRuns:
         """Rank every query under ``config`` and map the hits to judged units."""
+        return self.rank_runs_many({"config": config}, query_ids, cands)["config"]
+
+    def rank_runs_many(
+        self, configs: Mapping[str, RankConfig], query_ids: Sequence[str], cands: Mapping[str, Candidates]
+    ) -> dict[str, QueryRuns]:
+        """:meth:`rank_runs` for many configs, query by query: every config ranks one query's candidates in turn,
+        so what ``rank()`` memoizes for that query (MMR's Jaccard pairs, centred snippets) is reused while it is hot
+        instead of being evicted by the other queries. Same runs as calling :meth:`rank_runs` per config."""
         ds = self.dataset
         now = ds.reference_time
-        ranked, first, lengths = [], [], []
+        acc: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in configs}
         for qid in query_ids:
-            hits = rank(cands[qid], config, now=now, **FAST_RANK).hits
-            r, f = judged_units([h.path for h in hits], [h.chunk_id for h in hits], [h.start_line for h in hits],
-                                [h.end_line for h in hits], ds.qrels[qid], ds.evidence, ds.kind)
-            ranked.append(r)
-            first.append(f)
-            lengths.append([len(h.text) for h in hits])
-        return QueryRuns(ranked, first, lengths)
+            cand = cands[qid]
+            for name, config in configs.items():
+                hits = rank(cand, config, now=now, **FAST_RANK).hits
+                r, f = judged_units([h.path for h in hits], [h.chunk_id for h in hits], [h.start_line for h in hits],
+                                    [h.end_line for h in hits], ds.qrels[qid], ds.evidence, ds.kind)
+                ranked, first, lengths = acc[name]
+                ranked.append(r)
+                first.append(f)
+                lengths.append([len(h.text) for h in hits])
+        return {name: QueryRuns(*lists) for name, lists in acc.items()}
 
     def evaluate(
         self,
@@ -289,8 +300,8 @@ class Evaluator:
         per_query: dict[str, dict[str, np.ndarray]] = {}
         runs: dict[str, QueryRuns] = {}
         t0 = time.perf_counter()
-        for name, cfg in cfgs.items():
-            runs[name] = self.rank_runs(cfg, qids, cands)
+        runs = self.rank_runs_many(cfgs, qids, cands)
+        for name in cfgs:
             per_query[name] = scorer.score(runs[name], metrics)
         self.timings["rank_and_score"] = time.perf_counter() - t0
         means = {n: {m: float(v.mean()) for m, v in pq.items()} for n, pq in per_query.items()}

@@ -127,12 +127,15 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
         from hybridmem.eval.runner import _tqdm
 
         bar = _tqdm(len(points), "sweep", True)
-    for i, point in enumerate(points):
-        runs = evaluator.rank_runs(eval_cfgs[str(i)], qids, cands)
-        scores = scorer.score(runs, metrics)
-        rows.append({**point, **{m: float(v.mean()) for m, v in scores.items()}})
+    step = 10  # configs ranked together, query by query (see Evaluator.rank_runs_many), between progress updates
+    for start in range(0, len(points), step):
+        names = [str(i) for i in range(start, min(start + step, len(points)))]
+        runs = evaluator.rank_runs_many({n: eval_cfgs[n] for n in names}, qids, cands)
+        for n in names:
+            scores = scorer.score(runs[n], metrics)
+            rows.append({**points[int(n)], **{m: float(v.mean()) for m, v in scores.items()}})
         if bar is not None:
-            bar.update()
+            bar.update(len(names))
     if bar is not None:
         bar.close()
     df = pd.DataFrame(rows)
