@@ -76,3 +76,9 @@ def test_tokenize_never_raises_and_tokens_have_no_spaces(text):
     for tok, s, e in token_spans(text):
         assert tok and " " not in tok and '"' not in tok
         assert 0 <= s <= e <= len(text)
+
+
+def test_format_characters_are_separators_as_in_fts5():
+    # ZWNJ/ZWJ (category Cf) are not token characters for FTS5's unicode61: a token made of them would never match
+    assert tokenize("\u200c") == [] and fts_query("\u200c") is None
+    assert tokenize("می\u200cخواهم") == ["می", "خواهم"]
