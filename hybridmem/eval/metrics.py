@@ -24,6 +24,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from hybridmem.config import DEFAULT_RANKING
 from hybridmem.errors import HybridMemError
 
 RANX_METRICS = ("ndcg", "recall", "precision", "mrr", "map", "hit_rate")
@@ -130,7 +131,7 @@ class Scorer:
                 if base == "evidence_recall":
                     cut = k
                 else:
-                    cut = _hits_within(runs.lengths[i], k or 4000)
+                    cut = _hits_within(runs.lengths[i], k or DEFAULT_RANKING.max_injected_chars)
                 found = sum(1 for pos in runs.first[i].values() if pos <= cut)
                 vals[i] = found / len(self.qrels[q])
             out[m] = vals
