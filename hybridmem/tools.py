@@ -78,6 +78,17 @@ def _error(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False)
 
 
+def _checked_args(args: dict[str, Any], schema: dict[str, Any], required: str) -> str:
+    """The required string argument, after refusing a missing one and any argument the schema does not name."""
+    value = args.get(required)
+    if not isinstance(value, str):
+        raise HybridMemError(f"{required} must be a string")
+    unknown = set(args) - set(schema["properties"])
+    if unknown:
+        raise HybridMemError(f"unknown argument(s): {', '.join(sorted(unknown))}")
+    return value
+
+
 def _int_arg(args: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
     value = args.get(name)
     if value is None:
@@ -137,12 +148,7 @@ class MemoryTools:
             return _error(f"memory is unavailable: {type(exc).__name__}: {exc}", unavailable=True)
 
     def memory_search(self, args: dict[str, Any]) -> dict[str, Any]:
-        query = args.get("query")
-        if not isinstance(query, str):
-            raise HybridMemError("query must be a string")
-        unknown = set(args) - set(SEARCH_SCHEMA["properties"])
-        if unknown:
-            raise HybridMemError(f"unknown argument(s): {', '.join(sorted(unknown))}")
+        query = _checked_args(args, SEARCH_SCHEMA, "query")
         overrides: dict[str, Any] = {}
         max_results = _int_arg(args, "max_results", 1, 50)
         if max_results is not None:
@@ -164,10 +170,5 @@ class MemoryTools:
         return out
 
     def memory_get(self, args: dict[str, Any]) -> dict[str, Any]:
-        path = args.get("path")
-        if not isinstance(path, str):
-            raise HybridMemError("path must be a string")
-        unknown = set(args) - set(GET_SCHEMA["properties"])
-        if unknown:
-            raise HybridMemError(f"unknown argument(s): {', '.join(sorted(unknown))}")
+        path = _checked_args(args, GET_SCHEMA, "path")
         return self.backend.get(path, from_line=_int_arg(args, "from", 1, 10**9), lines=_int_arg(args, "lines", 1, 2000))

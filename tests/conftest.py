@@ -65,3 +65,16 @@ def demo_index(demo_copy: Path):
     idx.sync()
     yield idx
     idx.close()
+
+
+@pytest.fixture(scope="module")
+def demo_eval(tmp_path_factory: pytest.TempPathFactory):
+    """The labeled demo set in an Evaluator with the counting hash embedder (no model), index in a temp cache."""
+    from hybridmem.embeddings.fake import HashEmbedder
+    from hybridmem.eval.datasets import load_dataset
+    from hybridmem.eval.runner import Evaluator
+
+    ev = Evaluator(load_dataset("demo"), embedder=HashEmbedder(dims=64), cache=tmp_path_factory.mktemp("c"),
+                   progress=False)
+    yield ev
+    ev.close()

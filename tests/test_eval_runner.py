@@ -41,14 +41,6 @@ def test_other_index_settings_get_another_cache_file(tmp_path):
     assert len({p1, p2, p3}) == 3
 
 
-@pytest.fixture(scope="module")
-def demo_eval(tmp_path_factory):
-    ev = Evaluator(load_dataset("demo"), embedder=HashEmbedder(dims=64), cache=tmp_path_factory.mktemp("c"),
-                   progress=False)
-    yield ev
-    ev.close()
-
-
 CONFIGS = {
     **{n: PRESETS[n] for n in ("keyword", "vector", "weighted", "rrf", "reference")},
     "mmr": preset("weighted").replace(mmr=True, mmr_lambda=0.5, min_score=0.0),

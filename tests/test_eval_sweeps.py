@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hybridmem.config import preset
-from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import ConfigError
-from hybridmem.eval.datasets import load_dataset
-from hybridmem.eval.runner import Evaluator
 from hybridmem.eval.sweeps import configs_for, grid, optimize, param_changes, parse_param, sweep
 
 
@@ -25,14 +22,6 @@ def test_param_parsing_and_aliases():
         param_changes("lambda", 1)
     with pytest.raises(ConfigError):
         parse_param("rrf_k")
-
-
-@pytest.fixture(scope="module")
-def demo_eval(tmp_path_factory):
-    ev = Evaluator(load_dataset("demo"), embedder=HashEmbedder(dims=64), cache=tmp_path_factory.mktemp("c"),
-                   progress=False)
-    yield ev
-    ev.close()
 
 
 def test_sweep_values_equal_the_runner(demo_eval):
