@@ -36,7 +36,7 @@ VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank")
 MMR_SIMILARITIES = ("jaccard", "cosine")
 QUERY_MODES = ("or", "and")
 PROVIDERS = ("local", "auto", "none", "openai", "gemini", "voyage")
-VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory")
+VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
 INDEX_DIRNAME = ".hybridmem"
 INDEX_FILENAME = "index.sqlite"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -269,12 +269,26 @@ class StoreConfig:
     """Where the index lives and how vectors are searched."""
 
     path: str = ""  # "" = <workspace>/.hybridmem/index.sqlite
-    vector_search: str = "auto"  # auto: in-memory exact matrix when loaded, else sqlite-vec KNN
+    # auto / memory: exact search over the in-memory matrix (the int8-bounded scan from int8_min_rows rows up, same
+    # results); quantized: binary pre-filter + exact rescoring (approximate; recall in eval/bench/); sqlite-vec: the
+    # vec0 KNN on disk, no matrix in memory.
+    vector_search: str = "auto"
     busy_timeout_ms: int = 5000
+    # Exact search scans an int8 copy with error bounds (hybridmem/vectors.py) from this many rows up; 0 = never.
+    # Below ~20k rows the float32 scan takes under 2 ms and the copy is not worth its build (0.3 s per 100k rows).
+    int8_min_rows: int = 20_000
+    # "quantized" rescores max(rescore_min, rescore_factor * k) rows after the binary pre-filter.
+    rescore_min: int = 1000
+    rescore_factor: int = 20
 
     def __post_init__(self) -> None:
         _check_choice("store.vector_search", self.vector_search, VECTOR_SEARCH_MODES)
+        for name in ("int8_min_rows", "rescore_min", "rescore_factor"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and value >= 0, f"store.{name}", value, "an integer >= 0")
 
+
+DEFAULT_STORE = StoreConfig()
 
 _SECTIONS = {
     "chunking": ChunkingConfig,

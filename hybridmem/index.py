@@ -320,8 +320,22 @@ class MemoryIndex:
         if self._matrix is None or self._matrix_gen != gen:
             name, model, key, _ = self._identity()
             ids, mat, sources, paths = self.store.load_vectors(name, model, key)
-            self._matrix, self._matrix_gen = VectorMatrix(ids, mat, sources, paths), gen
-        return self._matrix.search
+            st = self.settings.store
+            self._matrix = VectorMatrix(ids, mat, sources, paths, int8_min_rows=st.int8_min_rows,
+                                        rescore_min=st.rescore_min, rescore_factor=st.rescore_factor)
+            self._matrix_gen = gen
+        return self._matrix.search_quantized if mode == "quantized" else self._matrix.search
+
+    def _vector_search_label(self) -> str:
+        """How vector queries are served, for ``status()``: sqlite-vec, memory (exact; int8-bounded when the int8
+        copy is in use), or quantized (binary pre-filter)."""
+        mode = self.settings.store.vector_search
+        if mode == "sqlite-vec" and self.store.vec_available:
+            return "sqlite-vec"
+        if mode == "quantized":
+            return "quantized"
+        m = self._matrix
+        return "memory (int8-bounded exact)" if m is not None and m.int8_built else "memory"
 
     def _keyword_memory(self) -> KeywordIndex | None:
         """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
@@ -488,8 +502,7 @@ class MemoryIndex:
             "model": meta.get("model", ""),
             "dims": int(meta.get("dims", 0) or 0),
             "vector_backend": vec_backend,
-            "vector_search": "sqlite-vec" if (self.settings.store.vector_search == "sqlite-vec"
-                                              and self.store.vec_available) else "memory",
+            "vector_search": self._vector_search_label(),
             "vec_error": self.store.vec_error,
             "driver": self.store.driver,
             "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),

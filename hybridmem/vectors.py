@@ -4,6 +4,13 @@ A matrix-vector product over 100k x 384 float32 reads 153.6 MB a query, so it ru
 bandwidth (DESIGN.md: 4.3 ms, against 42 ms for sqlite-vec's KNN); long-lived processes serve queries from here.
 Results equal sqlite-vec's exact KNN (cosine similarity of unit vectors, ties broken by chunk id).
 
+Large matrices (``StoreConfig.int8_min_rows`` rows and up) are scanned **exactly through an int8 copy**
+(:class:`Int8Rows`): each row is quantized to int8 with its own scale, and the row's quantization error norm is kept.
+One int8 product (a quarter of the bytes) gives every row's approximate score with a proven error bound, every row
+whose upper bound reaches the k-th best lower bound is rescored in float32, and the top k of those are returned. The
+bound makes the result the exact top k, not an approximation (``tests/test_vectors.py`` checks both the bound and the
+equality).
+
 :meth:`VectorMatrix.search_quantized` is the faster path: a **binary pre-filter** (one sign bit per dimension of the
 mean-centred vectors, 48 bytes a row at 384 dims, 32x less to read) ranks every row by Hamming distance to the query's
 code, and the closest rows (at least ``rescore`` of them, plus every row tied with the last) are **rescored exactly**
@@ -17,16 +24,16 @@ Retrieval with Hashing", ACL 2021).
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-# Rows rescored exactly after the binary pre-filter: max(RESCORE_MIN, RESCORE_FACTOR * k). Measured on SciFact's 8,860
-# real all-MiniLM-L6-v2 chunk vectors and 1,105 claims (eval/bench/): recall@10 against exact 0.9995 with these
-# defaults, 0.996 rescoring 5% of the rows, 0.951 rescoring 1% (the share 1,000 rows is of 100k). At 100k x 384 the
-# whole path reads 6.3 MB instead of 153.6 MB. Not yet a setting in config.py: the engine serves exact search.
-RESCORE_MIN = 1000
-RESCORE_FACTOR = 20
+from hybridmem.config import DEFAULT_STORE
+
+# Absolute slack added to every int8 error bound: covers float32 rounding in the int8 kernel's dequantization and in the
+# float32 rescoring (both are ~1e-7 for unit vectors), a hundred times over.
+INT8_EPSILON = 1e-5
 
 
 @dataclass
@@ -74,14 +81,126 @@ class BinaryCodes:
         return acc
 
 
+def _quantized_engine():  # noqa: ANN202
+    """torch, when its fbgemm/x86 int8 kernels are available, else None (then exact search scans float32)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    engines = getattr(torch.backends.quantized, "supported_engines", [])
+    if not ({"x86", "fbgemm"} & set(engines)) or not hasattr(torch.ops.quantized, "linear_dynamic"):
+        return None
+    return torch
+
+
+@dataclass
+class Int8Rows:
+    """Each row quantized to int8 with its own scale (``x ~ scale * w``), prepacked for fbgemm's int8 GEMM, with the
+    norms that bound the error of a score computed from it.
+
+    For a query ``q``, fbgemm quantizes ``q`` to 7-bit unsigned (``reduce_range``: no int16 saturation in the
+    kernel) with step ``(max(q, 0) - min(q, 0)) / 127``, so ``|q - q'|`` is at most ``sqrt(d) * step / 2``. The
+    approximate score ``q' . x'`` then differs from the exact ``q . x`` by at most
+    ``|q| * |x - x'| + |q - q'| * |x'|`` (Cauchy-Schwarz on ``q . (x - x') + (q - q') . x'``), plus
+    :data:`INT8_EPSILON` for float rounding. ``err`` holds ``|x - x'|`` and ``norm`` holds ``|x'|`` per row, both
+    rounded up.
+    """
+
+    packed: object
+    err: np.ndarray
+    norm: np.ndarray
+    dims: int
+
+    @classmethod
+    def build(cls, matrix: np.ndarray, block: int = 8192) -> "Int8Rows | None":
+        """Quantize ``matrix`` (about 0.5 s per 100k x 384 rows); None when torch's int8 kernels are unavailable."""
+        torch = _quantized_engine()
+        if torch is None or matrix.ndim != 2 or matrix.shape[0] == 0:
+            return None
+        n, dims = matrix.shape
+        w = np.empty((n, dims), dtype=np.int8)
+        scale = np.empty(n, dtype=np.float64)
+        err = np.empty(n, dtype=np.float32)
+        norm = np.empty(n, dtype=np.float32)
+        for i in range(0, n, block):
+            x = np.asarray(matrix[i : i + block], dtype=np.float32)
+            absmax = np.abs(x).max(axis=1)
+            sc = np.where(absmax > 0, absmax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+            q = np.rint(x / sc[:, None])
+            w[i : i + block] = q
+            scale[i : i + block] = sc
+            deq = q * sc[:, None]  # float32 rounding here and in the norms is ~1e-7, far inside INT8_EPSILON
+            err[i : i + block] = np.sqrt(np.einsum("ij,ij->i", x - deq, x - deq))
+            norm[i : i + block] = np.sqrt(np.einsum("ij,ij->i", deq, deq))
+        import warnings
+
+        with warnings.catch_warnings():  # quantized tensor constructors warn of a future move to torchao
+            warnings.simplefilter("ignore")
+            qw = torch._make_per_channel_quantized_tensor(  # noqa: SLF001
+                torch.from_numpy(w), torch.from_numpy(scale), torch.zeros(n, dtype=torch.int64), 0)
+            packed = torch.ops.quantized.linear_prepack(qw, None)
+        return cls(packed=packed, err=err, norm=norm, dims=dims)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a scan reads: the int8 rows."""
+        return int(self.err.shape[0] * self.dims)
+
+    def scores(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Approximate scores of every row and each one's error bound: ``|exact - approx| <= bound``."""
+        import torch
+
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        with torch.inference_mode():
+            approx = torch.ops.quantized.linear_dynamic(torch.from_numpy(q)[None], self.packed, True)[0].numpy()
+        step = (max(float(q.max()), 0.0) - min(float(q.min()), 0.0)) / 127.0
+        q_err = float(np.sqrt(q.shape[0])) * step / 2.0
+        bound = self.err * float(np.linalg.norm(q))
+        bound += q_err * self.norm
+        bound += INT8_EPSILON
+        return approx, bound
+
+    def candidates(self, query: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """Every row (in ``mask``) that can be among the exact top ``k``, in row order.
+
+        With ``lo``/``hi`` the bounds of each row's exact score and ``L`` the k-th largest ``lo``, at least k rows
+        score ``>= L``, so the k-th exact score is ``>= L`` and a row with ``hi < L`` cannot be in the top k.
+        """
+        approx, bound = self.scores(query)
+        lo = approx - bound
+        approx += bound  # hi, in place
+        if mask is not None:
+            lo[~mask] = -np.inf
+            approx[~mask] = -np.inf
+            k = min(k, int(mask.sum()))
+            if k == 0:
+                return np.empty(0, dtype=np.int64)
+        n = lo.shape[0]
+        k = min(k, n)
+        threshold = np.partition(lo, n - k)[n - k]
+        return np.flatnonzero(approx >= threshold)
+
+
 def shortlist(distances: np.ndarray, at_least: int) -> np.ndarray:
     """Indices of every row whose integer distance is at most the ``at_least``-th smallest (ties all kept), in row
-    order. A histogram finds the threshold, so no sort or partition runs over all rows."""
-    if at_least >= distances.shape[0]:
-        return np.arange(distances.shape[0])
-    counts = np.cumsum(np.bincount(distances))
-    threshold = int(np.searchsorted(counts, at_least))
-    return np.flatnonzero(distances <= threshold)
+    order. The threshold (the smallest ``t`` with ``at_least`` rows at ``<= t``) is guessed from a strided sample's
+    histogram and then corrected with exact counts, so no sort, partition or full histogram runs over all rows."""
+    n = distances.shape[0]
+    if at_least >= n:
+        return np.arange(n)
+    step = max(1, n // 8192)
+    estimate = np.cumsum(np.bincount(distances[::step])) * step
+    t = int(np.searchsorted(estimate, at_least))
+    below = distances <= t
+    while np.count_nonzero(below) < at_least:
+        t += 1
+        below = distances <= t
+    while t > 0:
+        tighter = distances <= t - 1
+        if np.count_nonzero(tighter) < at_least:
+            break
+        t, below = t - 1, tighter
+    return np.flatnonzero(below)
 
 
 def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -132,6 +251,11 @@ class VectorMatrix(ScopedRows):
     _source_arr: np.ndarray | None = field(default=None, repr=False)
     _row_of: dict[int, int] | None = field(default=None, repr=False)
     _codes: BinaryCodes | None = field(default=None, repr=False)
+    int8_min_rows: int = DEFAULT_STORE.int8_min_rows
+    rescore_min: int = DEFAULT_STORE.rescore_min
+    rescore_factor: int = DEFAULT_STORE.rescore_factor
+    _int8: Int8Rows | None | bool = field(default=None, repr=False)  # False: tried, unavailable
+    _searches: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.ascontiguousarray(self.matrix, dtype=np.float32)
@@ -152,6 +276,30 @@ class VectorMatrix(ScopedRows):
         return self._codes
 
 
+    @property
+    def int8(self) -> Int8Rows | None:
+        """The int8 copy that exact search scans, built now if it is not yet (``int8_min_rows`` rows and up)."""
+        if self._int8 is None:
+            big = 0 < self.int8_min_rows <= len(self)
+            self._int8 = (Int8Rows.build(self.matrix) if big else None) or False
+        return self._int8 or None
+
+    @property
+    def int8_built(self) -> bool:
+        """Whether exact search is scanning the int8 copy (without building it)."""
+        return bool(self._int8)
+
+    def _int8_for_search(self) -> Int8Rows | None:
+        """The int8 copy once it is ready. Searches before that scan float32 (same results): the first search of a
+        matrix does not build it, so one-shot CLI searches never pay for it; the second starts a background build
+        (about 1 s per 100k rows) and later searches use the copy once it is there."""
+        if self._int8 is not None or not 0 < self.int8_min_rows <= len(self):
+            return self._int8 or None
+        self._searches += 1
+        if self._searches == 2:
+            threading.Thread(target=lambda: self.int8, name="hybridmem-int8", daemon=True).start()
+        return None
+
     def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top ``k`` of ``rows`` (row indices) by ``scores`` (parallel), best first, ties by chunk id."""
         if k < rows.shape[0]:
@@ -167,8 +315,13 @@ class VectorMatrix(ScopedRows):
         """Exact top ``k`` ``(chunk_id, cosine)`` best first; ties broken by chunk id."""
         if len(self) == 0 or k <= 0:
             return []
-        scores = matvec(self.matrix, np.asarray(query, dtype=np.float32))
+        q = np.asarray(query, dtype=np.float32)
         mask = self._mask(source, path_prefix)
+        int8 = self._int8_for_search()
+        if int8 is not None and q.shape == (int8.dims,) and np.isfinite(q).all():
+            rows = int8.candidates(q, k, mask)
+            return self._top(rows, self.matrix[rows] @ q, min(k, rows.shape[0])) if rows.shape[0] else []
+        scores = matvec(self.matrix, q)
         if mask is None:
             return self._top(np.arange(len(self)), scores, k)
         rows = np.flatnonzero(mask)
@@ -198,13 +351,14 @@ class VectorMatrix(ScopedRows):
     ) -> list[tuple[int, float]]:
         """Binary pre-filter, then exact rescoring of the shortlist: ``(chunk_id, exact cosine)`` best first.
 
-        ``rescore`` rows at least (default ``max(RESCORE_MIN, RESCORE_FACTOR * k)``) are rescored; more when rows tie
-        on Hamming distance with the last one. With ``rescore >= len(self)`` this is the exact search.
+        ``rescore`` rows at least (default ``max(rescore_min, rescore_factor * k)``, from ``StoreConfig``) are
+        rescored; more when rows tie on Hamming distance with the last one. With ``rescore >= len(self)`` this is the
+        exact search.
         """
         if len(self) == 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
-        want = rescore if rescore is not None else max(RESCORE_MIN, RESCORE_FACTOR * k)
+        want = rescore if rescore is not None else max(self.rescore_min, self.rescore_factor * k)
         mask = self._mask(source, path_prefix)
         dist = self.codes.hamming(q)
         if mask is not None:

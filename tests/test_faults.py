@@ -408,6 +408,7 @@ def test_100_mb_markdown_file_keeps_memory_bounded(tmp_path: Path) -> None:
         ("sources", {"max_file_bytes": 0}, "invalid setting sources.max_file_bytes=0"),
         ("sources", {"redact_patterns": ["(?P<"]}, "invalid setting sources.redact_patterns: '(?P<'"),
         ("store", {"vector_search": "faiss"}, "invalid setting store.vector_search='faiss'"),
+        ("store", {"int8_min_rows": -1}, "invalid setting store.int8_min_rows=-1: expected an integer >= 0"),
         ("ranking", {"no_such": 1}, "unknown setting ranking.no_such"),
     ],
 )

@@ -1,5 +1,6 @@
-"""The in-memory vector matrix: exact search against brute force and sqlite-vec, the binary pre-filter + exact
-rescoring path against exact search (synthetic clustered vectors, and real all-MiniLM-L6-v2 vectors in a slow test)."""
+"""The in-memory vector matrix: exact search against brute force and sqlite-vec, the int8-bounded exact scan against
+the float32 scan (its error bound, and equal results), the binary pre-filter + exact rescoring path against exact
+search (synthetic clustered vectors, and real all-MiniLM-L6-v2 vectors in a slow test)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridmem.store import Store
-from hybridmem.vectors import BinaryCodes, VectorMatrix, shortlist
+from hybridmem.vectors import BinaryCodes, Int8Rows, VectorMatrix, shortlist
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -26,12 +27,14 @@ def clustered(n: int, dims: int = 64, centers: int = 20, spread: float = 0.6, se
     return unit(c[rng.integers(0, centers, n)] + spread * rng.standard_normal((n, dims)))
 
 
-def matrix_of(vectors: np.ndarray, ids: np.ndarray | None = None, paths: list[str] | None = None) -> VectorMatrix:
+def matrix_of(vectors: np.ndarray, ids: np.ndarray | None = None, paths: list[str] | None = None,
+              int8_min_rows: int = 0) -> VectorMatrix:
+    """A matrix that scans float32 (the reference) unless ``int8_min_rows`` is set."""
     n = vectors.shape[0]
     ids = np.arange(1, n + 1, dtype=np.int64) if ids is None else ids
     paths = paths or [f"memory/{i % 3}.md" for i in range(n)]
     sources = ["sessions" if p.startswith("sessions/") else "memory" for p in paths]
-    return VectorMatrix(ids, vectors, sources, paths)
+    return VectorMatrix(ids, vectors, sources, paths, int8_min_rows=int8_min_rows)
 
 
 def brute(vectors: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -111,6 +114,72 @@ def test_shortlist_keeps_every_tie_at_the_threshold() -> None:
     assert shortlist(d, 3).tolist() == [1, 2, 3]
     assert shortlist(d, 5).tolist() == [0, 1, 2, 3, 4]
     assert shortlist(d, 9).tolist() == [0, 1, 2, 3, 4]
+
+
+# -- int8-bounded exact scan ---------------------------------------------------------------------------------------
+needs_int8 = pytest.mark.skipif(Int8Rows.build(np.ones((2, 4), np.float32)) is None,
+                                reason="torch's int8 kernels are not available here")
+
+
+@needs_int8
+@pytest.mark.parametrize("kind", ["clustered", "random", "mixed scale"])
+def test_int8_error_bound_holds_for_every_row(kind: str) -> None:
+    rng = np.random.default_rng(20)
+    if kind == "clustered":
+        v = clustered(3000, dims=96, seed=21)
+    else:
+        v = unit(rng.standard_normal((3000, 96)))
+    if kind == "mixed scale":  # not unit rows, a zero row, a query that is not unit either
+        v = v * rng.uniform(0.01, 30, (3000, 1)).astype(np.float32)
+        v[7] = 0.0
+    rows = Int8Rows.build(v)
+    assert rows is not None and rows.nbytes == v.shape[0] * v.shape[1]
+    for q in list(rng.standard_normal((20, 96)).astype(np.float32) * 3) + list(clustered(10, dims=96, seed=22)):
+        approx, bound = rows.scores(q)
+        exact = v.astype(np.float64) @ q.astype(np.float64)
+        assert np.all(np.abs(exact - approx) <= bound), float(np.max(np.abs(exact - approx) - bound))
+        # and tight enough to prune: a few percent of the largest possible score
+        assert np.median(bound) < 0.05 * np.linalg.norm(q) * np.linalg.norm(v, axis=1).max()
+
+
+@needs_int8
+def test_int8_scan_returns_the_exact_top_k() -> None:
+    """Through ``search``: the int8 scan (built when the matrix is big enough) gives the float32 scan's ids and
+    scores, scoped or not, and prunes to a short list of rows to rescore."""
+    v = clustered(30_000, dims=64, centers=300, spread=0.5, seed=23)
+    ids = np.random.default_rng(24).permutation(len(v)).astype(np.int64) + 5
+    paths = [("sessions/" if i % 4 == 0 else "memory/") + f"{i % 7}.md" for i in range(len(v))]
+    fast = matrix_of(v, ids=ids, paths=paths, int8_min_rows=20_000)
+    ref = matrix_of(v, ids=ids, paths=paths)
+    assert fast.int8 is not None and fast.int8_built and not ref.int8_built
+    rng = np.random.default_rng(25)
+    queries = list(v[rng.integers(0, len(v), 15)] + 0.1 * rng.standard_normal((15, 64)).astype(np.float32))
+    queries += list(unit(rng.standard_normal((5, 64))))
+    for q in queries:
+        for scope in ({}, {"source": "sessions"}, {"path_prefix": "memory/3"}, {"path_prefix": "nowhere/"}):
+            got, want = fast.search(q, 10, **scope), ref.search(q, 10, **scope)
+            assert [c for c, _ in got] == [c for c, _ in want]
+            np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+        assert fast.int8.candidates(q, 10).shape[0] < len(v) // 10
+
+
+def test_int8_copy_waits_for_the_second_search() -> None:
+    """A one-shot search scans float32 and never builds the int8 copy; the second search starts it in the
+    background; searches give the same results before and after it is ready."""
+    v = clustered(2500, dims=32, seed=26)
+    vm = matrix_of(v, int8_min_rows=2000)
+    q = clustered(1, dims=32, seed=27)[0]
+    first = vm.search(q, 10)
+    assert not vm.int8_built
+    second = vm.search(q, 10)
+    for _ in range(200):  # the background build takes milliseconds here
+        if vm.int8_built or Int8Rows.build(v[:2]) is None:
+            break
+        import time
+
+        time.sleep(0.02)
+    assert first == second == vm.search(q, 10)
+    assert matrix_of(v, int8_min_rows=0).int8 is None and matrix_of(v, int8_min_rows=5000).int8 is None
 
 
 def test_quantized_with_full_rescoring_is_exact() -> None:
