@@ -130,18 +130,25 @@ def token_spans(text: str, config: TokenizerConfig | None = None) -> list[tuple[
             else:
                 out.extend(_ngrams(base, folded, n))
             continue
-        parts = _split_identifier(run) if cfg.split_identifiers else [(0, len(run))]
-        if not parts:
-            continue
-        if len(parts) > 1:
-            whole = _norm_word(run.replace("_", ""), fold, False)
-            if whole:
-                out.append((whole, base, base + len(run)))
-        for s, e in parts:
-            tok = _norm_word(run[s:e], fold, stem)
-            if tok:
-                out.append((tok, base + s, base + e))
+        out.extend((tok, base + s, base + e) for tok, s, e in _word_tokens(run, fold, stem, cfg.split_identifiers))
     return out
+
+
+@lru_cache(maxsize=262144)
+def _word_tokens(run: str, fold: bool, stem: bool, split: bool) -> tuple[tuple[str, int, int], ...]:
+    """The tokens of one word run with spans relative to it: the whole identifier (when it splits) and its parts.
+    Cached: words repeat, and this is most of what indexing spends outside the embedding model."""
+    parts = _split_identifier(run) if split else [(0, len(run))]
+    out: list[tuple[str, int, int]] = []
+    if len(parts) > 1:
+        whole = _norm_word(run.replace("_", ""), fold, False)
+        if whole:
+            out.append((whole, 0, len(run)))
+    for s, e in parts:
+        tok = _norm_word(run[s:e], fold, stem)
+        if tok:
+            out.append((tok, s, e))
+    return tuple(out)
 
 
 def tokenize(text: str, config: TokenizerConfig | None = None) -> list[str]:
