@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 from hybridmem.config import preset
@@ -86,3 +87,15 @@ def test_stage_scores_are_all_present(demo_index):
     assert 0 < h.decay_factor <= 1 and h.final_score == pytest.approx(h.decayed_score)
     assert resp.provider == "local" and resp.model == "all-MiniLM-L6-v2" and not resp.fallback
     assert set(resp.timings) >= {"keyword", "embed", "vector", "rank"}
+
+
+def test_query_embedding_is_bit_identical_to_encode(demo_index):
+    """One text goes straight through the model's modules (embed_query's fast path); it must give exactly what
+    SentenceTransformer.encode gives, or the int8/float32 ties and every cached comparison would drift."""
+    embedder = demo_index.embedder
+    st = embedder._st  # noqa: SLF001 - the peer is the model's own encode
+    for text in ["retry backoff for the payment processor", "", " ", "thanh toán 支付 ชำระเงิน", "x" * 30_000,
+                 "paymentProcessor.retry_backoff_ms"]:
+        fast = embedder.embed_batch([text], is_query=True)
+        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
+        assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]

