@@ -63,11 +63,20 @@ class KeywordIndex(ScopedRows):
     vocab: dict[str, int]
     offsets: np.ndarray
     rows: np.ndarray
-    tf: np.ndarray
+    tf: np.ndarray  # float64, as FTS5's double aFreq
     lengths: np.ndarray
     sources: list[str]
     paths: list[str]
     _source_arr: np.ndarray | None = field(default=None, repr=False)
+    avgdl: float = field(default=0.0, init=False)
+    # per row, K1 * (1 - B + B * D / avgdl): FTS5's length term, the same double it computes for every posting
+    length_norm: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = self.ids.shape[0]
+        self.tf = np.asarray(self.tf, dtype=np.float64)
+        self.avgdl = float(self.lengths.sum()) / float(n) if n else 0.0
+        self.length_norm = K1 * (1 - B + B * self.lengths / self.avgdl) if n and self.avgdl else np.zeros(n)
 
     @classmethod
     def build(cls, ids: Sequence[int], tokens: Sequence[str], sources: Sequence[str], paths: Sequence[str]
@@ -90,9 +99,9 @@ class KeywordIndex(ScopedRows):
             terms = uniq // max(n, 1)
             rows = (uniq % max(n, 1)).astype(np.int32)
             offsets = np.searchsorted(terms, np.arange(len(vocab) + 1)).astype(np.int64)
-            tf = counts.astype(np.int32)
+            tf = counts.astype(np.float64)
         else:
-            rows, tf, offsets = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(len(vocab) + 1, np.int64)
+            rows, tf, offsets = np.zeros(0, np.int32), np.zeros(0, np.float64), np.zeros(len(vocab) + 1, np.int64)
         return cls(np.asarray(ids, dtype=np.int64), vocab, offsets, rows, tf, lengths, list(sources), list(paths))
 
     def __len__(self) -> int:
@@ -123,10 +132,8 @@ class KeywordIndex(ScopedRows):
                 return None
             mapped.append(pieces[0])
         terms = mapped
-        total = float(self.lengths.sum())
-        avgdl = total / float(n)
         score = np.zeros(n, dtype=np.float64)
-        hits = np.zeros(n, dtype=np.int32)
+        hits = np.zeros(n, dtype=np.int32) if require_all else None
         for t in terms:
             j = self.vocab.get(t)
             if j is None:
@@ -134,15 +141,19 @@ class KeywordIndex(ScopedRows):
                     return []
                 continue  # FTS5 gives it an IDF but no row has it: it adds 0.0 to every score
             a, b = int(self.offsets[j]), int(self.offsets[j + 1])
-            rows, tf = self.rows[a:b], self.tf[a:b].astype(np.float64)  # float64 as FTS5's double aFreq
+            rows, tf = self.rows[a:b], self.tf[a:b]
             n_hit = b - a
             idf = math.log((n - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            d = self.lengths[rows]
-            score[rows] += idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * d / avgdl)))
-            hits[rows] += 1
-        matched = hits >= len(terms) if require_all else hits > 0
+            term = tf * (K1 + 1.0)
+            term /= tf + self.length_norm[rows]
+            term *= idf
+            score[rows] += term
+            if hits is not None:
+                hits[rows] += 1
+        # every term's contribution to a row holding it is > 0 (idf >= 1e-6, tf >= 1), so OR matches are score > 0
+        matched = hits >= len(terms) if hits is not None else score > 0.0
         mask = self._mask(source, path_prefix)
         if mask is not None:
             matched &= mask
