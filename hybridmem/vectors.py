@@ -256,6 +256,7 @@ class VectorMatrix(ScopedRows):
     rescore_factor: int = DEFAULT_STORE.rescore_factor
     _int8: Int8Rows | None | bool = field(default=None, repr=False)  # False: tried, unavailable
     _searches: int = field(default=0, repr=False)
+    _int8_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.ascontiguousarray(self.matrix, dtype=np.float32)
@@ -280,8 +281,10 @@ class VectorMatrix(ScopedRows):
     def int8(self) -> Int8Rows | None:
         """The int8 copy that exact search scans, built now if it is not yet (``int8_min_rows`` rows and up)."""
         if self._int8 is None:
-            big = 0 < self.int8_min_rows <= len(self)
-            self._int8 = (Int8Rows.build(self.matrix) if big else None) or False
+            with self._int8_lock:  # the background build and a caller must not both build it
+                if self._int8 is None:
+                    big = 0 < self.int8_min_rows <= len(self)
+                    self._int8 = (Int8Rows.build(self.matrix) if big else None) or False
         return self._int8 or None
 
     @property
@@ -320,7 +323,8 @@ class VectorMatrix(ScopedRows):
         int8 = self._int8_for_search()
         if int8 is not None and q.shape == (int8.dims,) and np.isfinite(q).all():
             rows = int8.candidates(q, k, mask)
-            return self._top(rows, self.matrix[rows] @ q, min(k, rows.shape[0])) if rows.shape[0] else []
+            if rows.shape[0] <= len(self) // 8:  # else (a zero query: every bound ties) the full scan is cheaper
+                return self._top(rows, self.matrix[rows] @ q, min(k, rows.shape[0])) if rows.shape[0] else []
         scores = matvec(self.matrix, q)
         if mask is None:
             return self._top(np.arange(len(self)), scores, k)
