@@ -206,15 +206,21 @@ def shortlist(distances: np.ndarray, at_least: int) -> np.ndarray:
 def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix @ vector``, through torch's thread pool when torch is already loaded (the local embedder loads it).
 
-    Measured here: numpy's OpenBLAS threads keep spinning after the product and starve torch's threads, so the next
+    Measured here: numpy's OpenBLAS threads keep spinning after a product and starve torch's threads, so the next
     query embedding took 37 ms instead of 18 ms (embed + 100k scan: 54 ms with numpy, 28 ms with ``torch.mv``, which
-    shares the embedder's OpenMP pool). Without torch in the process, numpy does it.
+    shares the embedder's OpenMP pool). With another process busy on the same 2 cores it was far worse: a 500-row
+    rescoring product through OpenBLAS made the next query embedding take 500 ms instead of 19. So every product on
+    the search path goes through here, whatever its size. Without torch in the process, numpy does it.
     """
     torch = sys.modules.get("torch")
-    if (torch is not None and matrix.dtype == np.float32 and matrix.flags.c_contiguous and matrix.flags.writeable
-            and matrix.shape[0] > 4096):
+    if torch is not None and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.shape[0]:
+        m = matrix
+        if not (m.flags.c_contiguous and m.flags.writeable):  # torch wraps only writeable memory
+            if m.nbytes > 64 << 20:  # never copy a big matrix per query
+                return matrix @ vector
+            m = np.array(m, order="C")
         with torch.inference_mode():
-            return torch.mv(torch.from_numpy(matrix), torch.from_numpy(np.array(vector, dtype=np.float32))).numpy()
+            return torch.mv(torch.from_numpy(m), torch.from_numpy(np.array(vector, dtype=np.float32))).numpy()
     return matrix @ vector
 
 
@@ -324,7 +330,7 @@ class VectorMatrix(ScopedRows):
         if int8 is not None and q.shape == (int8.dims,) and np.isfinite(q).all():
             rows = int8.candidates(q, k, mask)
             if rows.shape[0] <= len(self) // 8:  # else (a zero query: every bound ties) the full scan is cheaper
-                return self._top(rows, self.matrix[rows] @ q, min(k, rows.shape[0])) if rows.shape[0] else []
+                return self._top(rows, matvec(self.matrix[rows], q), min(k, rows.shape[0])) if rows.shape[0] else []
         scores = matvec(self.matrix, q)
         if mask is None:
             return self._top(np.arange(len(self)), scores, k)
@@ -373,7 +379,7 @@ class VectorMatrix(ScopedRows):
         rows = shortlist(dist, max(want, k))
         if mask is not None:
             rows = rows[mask[rows]]
-        scores = self.matrix[rows] @ q
+        scores = matvec(self.matrix[rows], q)
         return self._top(rows, scores, min(k, rows.shape[0]))
 
     def vector(self, chunk_id: int) -> np.ndarray | None:
