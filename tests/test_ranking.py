@@ -29,6 +29,7 @@ from hybridmem.ranking import (
     rank,
     rrf_fusion,
 )
+from hybridmem.ranking.mmr import TokenBits, chunk_similarity
 from hybridmem.tokenization import token_spans, tokenize
 
 DAY = 86400.0
@@ -307,6 +308,73 @@ def test_partial_mmr_gives_same_hits_as_full():
         full, part = rank(c, config, full_mmr=True), rank(c, config)
         assert [h.chunk_id for h in part.hits] == [h.chunk_id for h in full.hits]
         assert all(h.mmr_position is not None for h in full.candidates)
+
+
+def _set_jaccard(a, b) -> float:
+    """The plain definition: |a & b| / |a | b|, 0 when either set is empty."""
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+# Tokens drawn from up to 400 names, so bitsets span several machine words and pools share tokens often.
+token_sets = st.frozensets(st.integers(0, 400).map(str), max_size=60) | st.frozensets(st.sampled_from("abcdef"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(token_sets, min_size=1, max_size=12), st.booleans())
+def test_token_bits_jaccard_equals_set_jaccard(sets, plain_sets):
+    sets = [set(s) for s in sets] if plain_sets else sets  # plain sets are encoded, not remembered
+    bits = TokenBits()
+    sim = bits.similarity(sets)
+    for i, a in enumerate(sets):
+        for j, b in enumerate(sets):
+            want = _set_jaccard(a, b)
+            assert sim(i, j) == want  # exactly: same counts, same division
+            assert bits.jaccard(a, b) == want
+            assert jaccard(frozenset(a), frozenset(b)) == want
+
+
+def test_token_bits_jaccard_on_many_random_sets():
+    # chunk-sized sets over a wide vocabulary: bitsets thousands of bits wide, overlaps from none to all
+    rng = np.random.default_rng(7)
+    vocab = np.array([f"t{i}" for i in range(3000)])
+    sets = [frozenset(vocab[rng.choice(3000 if i % 3 else 120, size=int(rng.integers(0, 250)))]) for i in range(150)]
+    sets += [sets[0] | sets[1], sets[2] & sets[3], frozenset()]
+    bits = TokenBits()
+    sim = bits.similarity(sets)
+    for i, a in enumerate(sets):
+        for j, b in enumerate(sets):
+            assert sim(i, j) == _set_jaccard(a, b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(token_sets, min_size=1, max_size=10), st.lists(token_sets, min_size=1, max_size=10))
+def test_token_bits_shared_across_pools(first, second):
+    # one TokenBits serves every ranking of a query's candidates: later pools add tokens, earlier codes stay valid
+    bits = TokenBits()
+    for sets in (first, second, first + second):
+        chunks = [chunk(i, tokens=s) for i, s in enumerate(sets)]
+        shared, fresh = chunk_similarity(chunks, bits=bits), chunk_similarity(chunks)
+        for i, a in enumerate(sets):
+            for j, b in enumerate(sets):
+                assert shared(i, j) == fresh(i, j) == _set_jaccard(a, b)
+
+
+def test_rank_memo_is_invisible():
+    # rank() remembers per-candidates work for its next call on the same object (a sweep's many configs); results
+    # must equal ranking an equal, fresh Candidates object each time, in any order of configs
+    words = ["alpha beta", "alpha beta gamma", "delta", "alpha", "beta gamma", "epsilon", "alpha delta"] * 4
+    texts = [f"intro words {i} " * 3 + w + " closing words" * 3 for i, w in enumerate(words)]  # longer than snippets
+    chunks = [chunk(i, t, age_days=i) for i, t in enumerate(texts)]
+    c = make([(i, 1.0 - i / 40) for i in range(0, len(texts), 2)], [(i, -1.0 - i / 9) for i in range(1, len(texts), 3)],
+             chunks=chunks, query="alpha delta")
+    configs = [cfg(mmr=True, mmr_lambda=lam, max_results=m, candidate_multiplier=2)
+               for lam in (0.3, 0.7) for m in (3, 6)]
+    configs += [cfg(fusion="rrf", max_results=5), cfg(decay=True, half_life_days=3.0), cfg(vector_weight=0.0),
+                cfg(bm25_norm="zscore", max_injected_chars=200, snippet_chars=40), cfg(snippet_chars=30)]
+    calls = [(config, options) for config in configs + configs[::-1]
+             for options in ({}, {"explain": False, "centred_snippets": False}, {"full_mmr": True})]
+    remembered = [rank(c, config, **options) for config, options in calls]  # one object: the memo is reused
+    assert remembered == [rank(dataclasses.replace(c), config, **options) for config, options in calls]
 
 
 # --- cut, rescue, budget ----------------------------------------------------------------------------------------

@@ -263,8 +263,9 @@ class Evaluator:
         self, configs: Mapping[str, RankConfig], query_ids: Sequence[str], cands: Mapping[str, Candidates]
     ) -> dict[str, QueryRuns]:
         """:meth:`rank_runs` for many configs, query by query: every config ranks one query's candidates in turn,
-        so what ``rank()`` memoizes for that query (MMR's Jaccard pairs, centred snippets) is reused while it is hot
-        instead of being evicted by the other queries. Same runs as calling :meth:`rank_runs` per config."""
+        so what ``rank()`` remembers of that candidates object (each leg cut and normalized per pool, the earlier
+        order, MMR's token bitsets, snippets) serves every config. Same runs as calling :meth:`rank_runs` per
+        config."""
         ds = self.dataset
         now = ds.reference_time
         acc: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in configs}

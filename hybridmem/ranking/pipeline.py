@@ -38,8 +38,8 @@ from hybridmem.models import Candidates, Hit, LegHit, Ranking
 
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import ScoredLeg, get_fusion
-from hybridmem.ranking.mmr import chunk_similarity, mmr_select
-from hybridmem.ranking.normalize import get_normalizer, minmax
+from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
+from hybridmem.ranking.normalize import Normalizer, get_normalizer, minmax
 from hybridmem.ranking.snippet import citation, lead_snippet, make_snippet, truncate_snippet
 
 __all__ = ["MIN_TRUNCATED_SNIPPET", "rank"]
@@ -52,7 +52,9 @@ MIN_TRUNCATED_SNIPPET = 50
 # on a slow core); filling a fresh instance's __dict__ builds the identical object in ~1 us. rank() builds one Hit per
 # pooled candidate, so this is most of its cost (tests check the result equals Hit(**fields)).
 _new = object.__new__
-_NO_COLUMNS: tuple[list[float], tuple[float, ...], list[int]] = ([], (), [])
+_NO_COLUMNS: tuple[list[float], tuple[float, ...], tuple[int, ...]] = ([], (), ())
+# one leg cut to a pool and normalized: ids, raw scores, normalized scores, ranks, chunk id -> index
+_PreparedLeg = tuple[tuple[int, ...], list[float], tuple[float, ...], tuple[int, ...], dict[int, int]]
 
 
 def _leg_columns(hits: tuple[LegHit, ...], pool: int) -> tuple[list[int], list[float], list[int]]:
@@ -66,6 +68,52 @@ def _leg_columns(hits: tuple[LegHit, ...], pool: int) -> tuple[list[int], list[f
         hits = tuple(first.values())
         ids = [h.chunk_id for h in hits]
     return ids, [h.raw for h in hits], [h.rank for h in hits]
+
+
+class _QueryMemo:
+    """What ``rank()`` derives from one :class:`Candidates` whatever else the config says, kept for its next call.
+
+    An evaluation sweep ranks one query's candidates under many configs in turn (``Evaluator.rank_runs_many``), and
+    most of each call used to redo the same work: each leg's columns and normalized scores for a pool, the interleaved
+    earlier order, every chunk's tokens for MMR's Jaccard, the kept hits' snippets. Candidates are immutable (frozen,
+    and never changed in place once built), so these are functions of the candidates and a few config values, and
+    remembering them changes no result. Only the last candidates' memo is kept (see :func:`_memo`).
+    """
+
+    __slots__ = ("candidates", "legs", "orders", "snippets", "token_bits")
+
+    def __init__(self, candidates: Candidates) -> None:
+        self.candidates = candidates  # held, so its id() cannot be reused while this memo is current
+        self.legs: dict[tuple[str, int, Normalizer], _PreparedLeg] = {}
+        self.orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
+        self.snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
+        self.token_bits = TokenBits()
+
+    def leg(self, name: str, hits: tuple[LegHit, ...], pool: int, normalizer: Normalizer) -> _PreparedLeg:
+        """Leg ``name`` (whose entries are ``hits``) cut to ``pool`` and normalized."""
+        key = (name, pool, normalizer)
+        got = self.legs.get(key)
+        if got is None:
+            ids, raws, ranks = _leg_columns(hits, pool)
+            got = self.legs[key] = (tuple(ids), raws, tuple(normalizer(raws, ranks)), tuple(ranks),
+                                    dict(zip(ids, range(len(ids)))))
+        return got
+
+
+_last_memo: _QueryMemo | None = None
+
+
+def _memo(candidates: Candidates) -> _QueryMemo:
+    """The memo of ``candidates``: the last one when ``rank()`` was last called with this very object, else new.
+
+    Callers rank one query's candidates under every config before the next query's (a search ranks once), so one
+    memo is enough, and memory stays that of one query. Threads ranking other candidates at once only replace it.
+    """
+    global _last_memo
+    memo = _last_memo
+    if memo is None or memo.candidates is not candidates:
+        memo = _last_memo = _QueryMemo(candidates)
+    return memo
 
 
 def rank(
@@ -113,6 +161,7 @@ def rank(
         now = time.time()
     pool = config.pool
     chunks = candidates.chunks
+    memo = _memo(candidates)
 
     vw = float(config.vector_weight) if candidates.vector_searched else 0.0
     tw = float(config.text_weight) if candidates.keyword_searched else 0.0
@@ -120,26 +169,29 @@ def rank(
     if tw > vw:
         specs.reverse()
     legs: list[ScoredLeg] = []
-    columns: dict[str, tuple[list[float], tuple[float, ...], list[int]]] = {}  # raw, score, rank per leg
+    columns: dict[str, tuple[list[float], tuple[float, ...], tuple[int, ...]]] = {}  # raw, score, rank per leg
     where: dict[str, dict[int, int]] = {"vector": {}, "keyword": {}}  # chunk id -> index in the leg
     for name, weight, hits, normalizer in specs:
         if weight <= 0.0 or not hits:
             continue
-        ids, raws, ranks = _leg_columns(hits, pool)
-        scores = tuple(normalizer(raws, ranks))
-        legs.append(ScoredLeg(name, weight, tuple(ids), scores, tuple(ranks)))
+        ids, raws, scores, ranks, index = memo.leg(name, hits, pool, normalizer)
+        legs.append(ScoredLeg(name, weight, ids, scores, ranks))
         columns[name] = (raws, scores, ranks)
-        where[name] = dict(zip(ids, range(len(ids))))
+        where[name] = index
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
 
     # The earlier order: legs interleaved rank by rank, heavier leg first.
-    interleaved = dict.fromkeys(chain.from_iterable(zip_longest(*(leg.ids for leg in legs))))
-    interleaved.pop(None, None)  # zip_longest's filler
-    order = list(interleaved)
-    if not interleaved.keys() <= chunks.keys():
-        missing = [cid for cid in order if cid not in chunks]
-        raise HybridMemError(f"candidates name chunk ids with no ChunkInfo: {missing[:10]}; rebuild the Candidates")
+    order_key = (*(leg.name for leg in legs), pool)
+    remembered = memo.orders.get(order_key)
+    if remembered is None:
+        interleaved = dict.fromkeys(chain.from_iterable(zip_longest(*(leg.ids for leg in legs))))
+        interleaved.pop(None, None)  # zip_longest's filler
+        if not interleaved.keys() <= chunks.keys():
+            missing = [cid for cid in interleaved if cid not in chunks]
+            raise HybridMemError(f"candidates name chunk ids with no ChunkInfo: {missing[:10]}; rebuild the Candidates")
+        remembered = memo.orders[order_key] = (list(interleaved), dict.fromkeys(interleaved, 1.0))
+    order, no_decay = remembered
 
     fused = fuse(legs, config.rrf_k)
     if len(fused) != len(order):  # a ranx method may leave a chunk out: it scores 0
@@ -152,7 +204,7 @@ def rank(
             factor[cid] = decay_factor(ch.timestamp, now, half_life, ch.evergreen)
         decayed = {cid: fused[cid] * factor[cid] for cid in order}
     else:
-        factor = dict.fromkeys(order, 1.0)
+        factor = no_decay
         decayed = fused
     ordered = sorted(order, key=decayed.__getitem__, reverse=True)  # stable: ties keep the earlier order
 
@@ -165,7 +217,7 @@ def rank(
         passing = [i for i, cid in enumerate(ordered) if decayed[cid] >= min_score]
         if passing or full_mmr:
             relevance = minmax([decayed[cid] for cid in ordered])
-            similarity = chunk_similarity([chunks[cid] for cid in ordered], config.mmr_similarity)
+            similarity = chunk_similarity([chunks[cid] for cid in ordered], config.mmr_similarity, memo.token_bits)
             if full_mmr:
                 picked, scores = mmr_select(relevance, similarity, config.mmr_lambda)
             else:
@@ -204,9 +256,13 @@ def rank(
     # survive then does not depend on where a snippet is centred (so centred_snippets=False keeps the same hits).
     total = 0
     budget_end: int | None = None
+    made = memo.snippets
     for i, cid in enumerate(kept):
         ch = chunks[cid]
-        snip = (make_snippet(ch.text, query_tokens, snippet_chars, ch.tokens) if centred_snippets
+        snip = made.get((cid, snippet_chars, centred_snippets))
+        if snip is None:
+            snip = made[cid, snippet_chars, centred_snippets] = (
+                make_snippet(ch.text, query_tokens, snippet_chars, ch.tokens) if centred_snippets
                 else lead_snippet(ch.text, snippet_chars))
         reserve = min(len(ch.text), snippet_chars)
         if cap and total + reserve > cap:
