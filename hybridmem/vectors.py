@@ -150,7 +150,7 @@ class Int8Rows:
         """Approximate scores of every row and each one's error bound: ``|exact - approx| <= bound``."""
         import torch
 
-        q = np.ascontiguousarray(query, dtype=np.float32)
+        q = np.array(query, dtype=np.float32)  # a writeable copy: torch wraps only writeable memory
         with torch.inference_mode():
             approx = torch.ops.quantized.linear_dynamic(torch.from_numpy(q)[None], self.packed, True)[0].numpy()
         step = (max(float(q.max()), 0.0) - min(float(q.min()), 0.0)) / 127.0
