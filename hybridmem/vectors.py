@@ -209,8 +209,8 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     Measured here: numpy's OpenBLAS threads keep spinning after a product and starve torch's threads, so the next
     query embedding took 37 ms instead of 18 ms (embed + 100k scan: 54 ms with numpy, 28 ms with ``torch.mv``, which
     shares the embedder's OpenMP pool). With another process busy on the same 2 cores it was far worse: a 500-row
-    rescoring product through OpenBLAS made the next query embedding take 500 ms instead of 19. So every product on
-    the search path goes through here, whatever its size. Without torch in the process, numpy does it.
+    rescoring product through OpenBLAS made the next query embedding take 500 ms instead of 19. So every product of
+    the vector leg goes through here, whatever its size. Without torch in the process, numpy does it.
     """
     torch = sys.modules.get("torch")
     if torch is not None and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.shape[0]:
@@ -351,6 +351,10 @@ class VectorMatrix(ScopedRows):
             out.extend(self._top(rows, s, k) for s in scores)
         return out
 
+    def rescore_rows(self, k: int) -> int:
+        """Rows :meth:`search_quantized` rescores by default for a top ``k``."""
+        return max(self.rescore_min, self.rescore_factor * k)
+
     def search_quantized(
         self,
         query: np.ndarray,
@@ -368,7 +372,7 @@ class VectorMatrix(ScopedRows):
         if len(self) == 0 or k <= 0:
             return []
         q = np.asarray(query, dtype=np.float32)
-        want = rescore if rescore is not None else max(self.rescore_min, self.rescore_factor * k)
+        want = rescore if rescore is not None else self.rescore_rows(k)
         mask = self._mask(source, path_prefix)
         dist = self.codes.hamming(q)
         if mask is not None:

@@ -93,8 +93,8 @@ def bench_size(opts: BenchOptions, n: int, out: dict[str, float]) -> None:
             out[f"vector_bytes_per_query_{label}"] = float(int8.nbytes + np.median(rescored) * row_bytes)
         else:
             out[f"vector_bytes_per_query_{label}"] = float(vm.nbytes)
-        rescore_rows = max(vm.rescore_min, vm.rescore_factor * K)
-        out[f"vector_bytes_per_query_{label}_quantized"] = float(vm.codes.words.nbytes + rescore_rows * row_bytes)
+        quantized_bytes = vm.codes.words.nbytes + vm.rescore_rows(K) * row_bytes
+        out[f"vector_bytes_per_query_{label}_quantized"] = float(quantized_bytes)
         out[f"vector_speedup_vs_sqlitevec_{label}"] = out[f"sqlitevec_knn_p50_ms_{label}"] / out[f"vector_p50_ms_{label}"]
         out[f"vector_ratio_vs_numpy_{label}"] = out[f"vector_p50_ms_{label}"] / out[f"numpy_p50_ms_{label}"]
         if not opts.quick:
@@ -127,8 +127,7 @@ def bench_recall_real(opts: BenchOptions, out: dict[str, float], embedder: objec
             [[c for c, _ in vm8.search(q, K)] == e for q, e in zip(qv, exact)]))
         out["vector_int8_rescored_p50_scifact"] = float(np.median([vm8.int8.candidates(q, K).shape[0] for q in qv]))
     big = max(opts.sizes)
-    rows_at_big = max(vm.rescore_min, vm.rescore_factor * K)
-    share = rows_at_big / big  # 1,000 of 100k rows: 1%
+    share = vm.rescore_rows(K) / big  # 1,000 of 100k rows: 1%
     at_share = max(K, round(len(vm) * share))
     out["vector_recall10_quantized"] = recall_at_k(
         exact, [[c for c, _ in vm.search_quantized(q, K, rescore=at_share)] for q in qv])

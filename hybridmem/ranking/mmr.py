@@ -103,8 +103,7 @@ class TokenBits:
 
     def jaccard(self, a: AbstractSet[str], b: AbstractSet[str]) -> float:
         """:func:`jaccard` of ``a`` and ``b`` through their bitsets."""
-        inter = (self.code(a) & self.code(b)).bit_count()
-        return inter / (len(a) + len(b) - inter) if inter else 0.0
+        return self.similarity([a, b])(0, 1)
 
     def similarity(self, token_sets: Sequence[AbstractSet[str]]) -> Similarity:
         """Jaccard over positions in ``token_sets``; each set is encoded when a pair first needs it."""
