@@ -6,6 +6,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -50,6 +51,41 @@ class Chunk:
     hash: str
 
 
+class TokenSet(Set[str]):
+    """The distinct tokens of a chunk's space-separated ``tokens`` column, split when first needed.
+
+    Only MMR's Jaccard reads a chunk's tokens, and only for the candidates it compares; splitting all ~50 candidates'
+    ~100 tokens up front was 1.1 ms of a search's 1.9 ms chunk loading at 100k chunks.
+    """
+
+    __slots__ = ("_text", "_set")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._set: frozenset[str] | None = None
+
+    def _tokens(self) -> frozenset[str]:
+        s = self._set
+        if s is None:
+            s = self._set = frozenset(self._text.split())
+        return s
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._tokens()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tokens())
+
+    def __len__(self) -> int:
+        return len(self._tokens())
+
+    def __hash__(self) -> int:
+        return hash(self._tokens())
+
+    def __repr__(self) -> str:
+        return f"TokenSet({self._text!r})"
+
+
 @dataclass(frozen=True)
 class ChunkInfo:
     """What ranking needs to know about one candidate chunk."""
@@ -62,7 +98,7 @@ class ChunkInfo:
     text: str
     timestamp: float
     evergreen: bool
-    tokens: frozenset[str]
+    tokens: Set[str]  # a frozenset, or a TokenSet that splits the stored column on first use
     vector: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 

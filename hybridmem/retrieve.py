@@ -13,7 +13,7 @@ import numpy as np
 
 from hybridmem.config import TokenizerConfig
 from hybridmem.keywords import KeywordIndex
-from hybridmem.models import Candidates, ChunkInfo, LegHit
+from hybridmem.models import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_query, query_terms
 
@@ -68,7 +68,7 @@ def chunk_infos(
     for cid, (path, source, start, end, text, tokens, ts, evergreen) in rows.items():
         out[cid] = ChunkInfo(
             id=cid, path=path, source=source, start_line=start, end_line=end, text=text, timestamp=ts,
-            evergreen=bool(evergreen), tokens=frozenset(tokens.split()),
+            evergreen=bool(evergreen), tokens=TokenSet(tokens),
             vector=vector_of(cid) if vector_of is not None else None,
         )
     return out

@@ -99,3 +99,49 @@ def test_query_embedding_is_bit_identical_to_encode(demo_index):
         fast = embedder.embed_batch([text], is_query=True)
         want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
         assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]
+
+
+QUERY_TEXTS = ["retry backoff for the payment processor", "", " ", "thanh toán 支付 ชำระเงิน", "x" * 30_000,
+               "paymentProcessor.retry_backoff_ms", "décision prise 決定 the deploy freeze"]
+
+
+def test_traced_query_embedding_is_bit_identical_to_encode(demo_index):
+    """From the second one-text call on, the transformer runs as a TorchScript trace built in the background; once
+    built, every query vector must still equal ``encode``'s bit for bit, at every token count up to truncation."""
+    embedder = demo_index.embedder
+    traced = embedder._traced  # noqa: SLF001
+    for text in QUERY_TEXTS[:2]:
+        embedder.embed_batch([text], is_query=True)
+    traced.wait()
+    assert traced.state == "traced", traced.reason
+    st = embedder._st  # noqa: SLF001
+    for text in QUERY_TEXTS:
+        fast = embedder.embed_batch([text], is_query=True)
+        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
+        assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]
+
+
+def test_a_trace_that_differs_is_refused_and_the_eager_model_answers(demo_index, monkeypatch):
+    """The bit-for-bit check after tracing is what makes the trace safe: a trace whose output differs (here, off by
+    1e-6, as a shape-specialized or reordered graph would be) must be refused, and queries keep the eager vectors."""
+    import torch
+
+    from hybridmem.embeddings.local import _TracedTransformer
+
+    real_trace = torch.jit.trace
+
+    def drifting_trace(module, example, **kw):
+        traced = real_trace(module, example, **kw)
+        return lambda *args: traced(*args) + 1e-6
+
+    monkeypatch.setattr(torch.jit, "trace", drifting_trace)
+    embedder = demo_index.embedder
+    traced = _TracedTransformer(embedder._st)  # noqa: SLF001 - a fresh one, the shared one may be built already
+    monkeypatch.setattr(type(embedder), "_traced", property(lambda self: traced))
+    st = embedder._st  # noqa: SLF001
+    for text in QUERY_TEXTS:
+        fast = embedder.embed_batch([text], is_query=True)
+        traced.wait()
+        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
+        assert np.array_equal(fast, want), text[:40]
+    assert traced.state == "refused" and "differs from the eager model" in traced.reason
