@@ -12,7 +12,7 @@ bound makes the result the exact top k, not an approximation (``tests/test_vecto
 equality).
 
 :meth:`VectorMatrix.search_quantized` is the faster path: a **binary pre-filter** (one sign bit per dimension of the
-mean-centred vectors, 48 bytes a row at 384 dims, 32x less to read) ranks every row by Hamming distance to the query's
+mean-centred vectors after an ITQ rotation learned from them, 48 bytes a row at 384 dims, 32x less to read) ranks every row by Hamming distance to the query's
 code, and the closest rows (at least ``rescore`` of them, plus every row tied with the last) are **rescored exactly**
 in float32. Whatever it returns carries the exact cosine and exact order; it equals the exact top-k whenever the
 exact top-k survive the pre-filter (recall@10 against exact is measured by ``hybridmem bench``). Binary codes of
@@ -36,29 +36,84 @@ from hybridmem.config import DEFAULT_STORE
 INT8_EPSILON = 1e-5
 
 
+def itq_rotation(centred: np.ndarray, iterations: int = 10, seed: int = 0) -> np.ndarray:
+    """An orthogonal ``dims x dims`` rotation whose sign bits lose the least of ``centred`` (rows of mean-centred
+    vectors): Iterative Quantization (Gong and Lazebnik, CVPR 2011) started from the PCA basis.
+
+    Sign bits of the raw axes waste bits on correlated, low-variance directions; ITQ alternates ``B = sign(Y R)`` and
+    the orthogonal Procrustes solution ``R`` minimising ``|B - Y R|``. Unsupervised (the corpus's own vectors, no
+    queries or labels) and deterministic for a seed; about 1 s for 10k x 384 rows here. On SciFact's real vectors it
+    raised binary recall@10 against exact from 0.951 to 0.970 at 1% of rows rescored, 0.982 to 0.990 at 2% and
+    0.990 to 0.995 at 3% (20 iterations gave the same recall as 10).
+    """
+    x = np.asarray(centred, dtype=np.float32)
+    dims = x.shape[1]
+    _, basis = np.linalg.eigh((x.T @ x).astype(np.float64))
+    basis = np.ascontiguousarray(basis[:, ::-1], dtype=np.float32)
+    y = x @ basis
+    rotation = np.linalg.qr(np.random.default_rng(seed).standard_normal((dims, dims)))[0].astype(np.float32)
+    for _ in range(iterations):
+        b = np.where(y @ rotation >= 0.0, np.float32(1.0), np.float32(-1.0))
+        u, _, wt = np.linalg.svd(b.T @ y)
+        rotation = (u @ wt).T
+    return np.ascontiguousarray(basis @ rotation, dtype=np.float32)
+
+
+_HAMMING_POOL: object | None = None
+
+
+def _hamming_pool():  # noqa: ANN202
+    """One worker thread: with the calling thread, a large Hamming scan runs on two cores (numpy's bit ufuncs release
+    the GIL)."""
+    global _HAMMING_POOL
+    if _HAMMING_POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _HAMMING_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridmem-hamming")
+    return _HAMMING_POOL
+
+
 @dataclass
 class BinaryCodes:
-    """Sign bits of mean-centred rows, packed 64 to a word and stored word-major (``words[w]`` is contiguous)."""
+    """Sign bits of mean-centred, rotated rows (:func:`itq_rotation`), packed 64 to a word and stored word-major
+    (``words[w]`` is contiguous). ``rotation`` is None (the raw axes) for matrices too small to learn one from."""
 
     mean: np.ndarray
     words: np.ndarray  # (n_words, n_rows) uint64
+    rotation: np.ndarray | None = None
+
+    #: rows a rotation is learned from (a seeded sample of larger matrices), and the fewest rows that get one
+    ITQ_SAMPLE = 10_000
+    ITQ_MIN_ROWS = 1_000
+    #: rows from which a Hamming scan is split over two threads
+    PARALLEL_ROWS = 50_000
 
     @classmethod
-    def build(cls, matrix: np.ndarray, block: int = 16384) -> "BinaryCodes":
+    def build(cls, matrix: np.ndarray, block: int = 16384, rotate: bool = True) -> "BinaryCodes":
         n, dims = matrix.shape
         mean = matrix.mean(axis=0, dtype=np.float64).astype(np.float32) if n else np.zeros(dims, np.float32)
+        rotation = None
+        if rotate and n >= max(cls.ITQ_MIN_ROWS, 2 * dims):
+            sample = np.random.default_rng(0).choice(n, cls.ITQ_SAMPLE, replace=False) if n > cls.ITQ_SAMPLE else \
+                slice(None)
+            rotation = itq_rotation(np.asarray(matrix[sample], dtype=np.float32) - mean)
         n_words = (dims + 63) // 64
         packed = np.zeros((n, n_words * 8), dtype=np.uint8)
         for i in range(0, n, block):
-            part = matrix[i : i + block] > mean
-            packed[i : i + block, : (dims + 7) // 8] = np.packbits(part, axis=1)
+            part = matrix[i : i + block] - mean
+            if rotation is not None:
+                part = part @ rotation
+            packed[i : i + block, : (dims + 7) // 8] = np.packbits(part > 0, axis=1)
         words = np.ascontiguousarray(packed.view(np.uint64).T) if n else np.zeros((n_words, 0), np.uint64)
-        return cls(mean=mean, words=words)
+        return cls(mean=mean, words=words, rotation=rotation)
 
     def encode(self, query: np.ndarray) -> np.ndarray:
         """The query's code, one uint64 per word."""
         packed = np.zeros(self.words.shape[0] * 8, dtype=np.uint8)
-        bits = np.packbits(np.asarray(query, dtype=np.float32) > self.mean)
+        centred = np.asarray(query, dtype=np.float32) - self.mean
+        if self.rotation is not None:
+            centred = centred @ self.rotation
+        bits = np.packbits(centred > 0)
         packed[: bits.shape[0]] = bits
         return packed.view(np.uint64)
 
@@ -66,19 +121,31 @@ class BinaryCodes:
         """Hamming distance (uint16) from the query's code to every row.
 
         One word at a time over contiguous rows with reused buffers: about 2x faster than one xor/popcount over the
-        whole code matrix, whose temporaries fall out of cache.
+        whole code matrix, whose temporaries fall out of cache. From ``PARALLEL_ROWS`` rows the rows are split in
+        two halves, one on a worker thread (1.07 -> 0.75 ms at 100k rows here).
         """
         code = self.encode(query)
+        n = self.words.shape[1]
+        out = np.empty(n, dtype=np.uint16)
+        if n < self.PARALLEL_ROWS:
+            self._hamming_rows(code, 0, n, out)
+            return out
+        half = n // 2
+        other = _hamming_pool().submit(self._hamming_rows, code, half, n, out)  # type: ignore[attr-defined]
+        self._hamming_rows(code, 0, half, out)
+        other.result()
+        return out
+
+    def _hamming_rows(self, code: np.ndarray, lo: int, hi: int, out: np.ndarray) -> None:
         words = self.words
-        n = words.shape[1]
-        acc = np.bitwise_count(words[0] ^ code[0]).astype(np.uint16)
-        buf = np.empty(n, dtype=np.uint64)
-        cnt = np.empty(n, dtype=np.uint8)
+        acc = out[lo:hi]
+        acc[:] = np.bitwise_count(words[0, lo:hi] ^ code[0])
+        buf = np.empty(hi - lo, dtype=np.uint64)
+        cnt = np.empty(hi - lo, dtype=np.uint8)
         for w in range(1, words.shape[0]):
-            np.bitwise_xor(words[w], code[w], out=buf)
+            np.bitwise_xor(words[w, lo:hi], code[w], out=buf)
             np.bitwise_count(buf, out=cnt)
             np.add(acc, cnt, out=acc)
-        return acc
 
 
 def _quantized_engine():  # noqa: ANN202
@@ -229,6 +296,19 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return matrix @ vector
 
 
+def rows_matvec(matrix: np.ndarray, rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix[rows] @ vector``, the same bits as :func:`matvec` of the gathered rows. With torch loaded the gather
+    is torch's ``index_select`` (both cores; numpy's fancy indexing took 0.47 ms of a 1.9 ms binary search for 1,085
+    rows of 100k here, ``index_select`` + ``mv`` 0.09 ms)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.flags.c_contiguous and \
+            matrix.flags.writeable and rows.shape[0]:
+        with torch.inference_mode():
+            picked = torch.from_numpy(matrix).index_select(0, torch.from_numpy(np.asarray(rows, dtype=np.int64)))
+            return torch.mv(picked, torch.from_numpy(np.array(vector, dtype=np.float32))).numpy()
+    return matvec(matrix[rows], vector)
+
+
 class ScopedRows:
     """Row scoping shared by the in-memory vector matrix and keyword postings: rows carry ``sources`` and ``paths``."""
 
@@ -283,7 +363,8 @@ class VectorMatrix(ScopedRows):
 
     @property
     def codes(self) -> BinaryCodes:
-        """The binary codes, built on first use (about 0.1 s per 100k rows)."""
+        """The binary codes, built on first use (about 1 s: the ITQ rotation from a 10k-row sample, then 0.2 s per 100k
+        rows)."""
         if self._codes is None:
             self._codes = BinaryCodes.build(self.matrix)
         return self._codes
@@ -358,16 +439,17 @@ class VectorMatrix(ScopedRows):
         first_n = 2 * k
         if rows.shape[0] <= 2 * first_n:
             self.last_rescored = int(rows.shape[0])
-            return self._top(rows, matvec(self.matrix[rows], q), k)
+            return self._top(rows, rows_matvec(self.matrix, rows, q), k)
         first = np.argpartition(approx, rows.shape[0] - first_n)[rows.shape[0] - first_n :]
-        first_scores = matvec(self.matrix[rows[first]], q)
+        first_scores = rows_matvec(self.matrix, rows[first], q)
         kth = np.partition(first_scores, first_n - k)[first_n - k]
         more = hi >= kth
         more[first] = False
         rest = np.flatnonzero(more)
         picked = np.concatenate([rows[first], rows[rest]])
         self.last_rescored = int(picked.shape[0])
-        scores = np.concatenate([first_scores, matvec(self.matrix[rows[rest]], q)]) if rest.shape[0] else first_scores
+        scores = np.concatenate([first_scores, rows_matvec(self.matrix, rows[rest], q)]) if rest.shape[0] else \
+            first_scores
         return self._top(picked, scores, k)
 
     def search_batch(self, queries: np.ndarray, k: int, block: int = 64) -> list[list[tuple[int, float]]]:
@@ -416,7 +498,7 @@ class VectorMatrix(ScopedRows):
         rows = shortlist(dist, max(want, k))
         if mask is not None:
             rows = rows[mask[rows]]
-        scores = matvec(self.matrix[rows], q)
+        scores = rows_matvec(self.matrix, rows, q)
         return self._top(rows, scores, min(k, rows.shape[0]))
 
     def vector(self, chunk_id: int) -> np.ndarray | None:
