@@ -124,10 +124,10 @@ class _TracedTransformer:
 
     Eager ``BertModel.forward`` spends about 5 ms of a 16 ms query embedding here in Python (mask building, module
     hooks, dispatch); the trace runs the same aten kernels on the same shapes from C++, so its output is the same
-    bits. That is checked, not assumed: after tracing, texts of one, a typical and the longest token count go through
-    both paths, and any difference (a model whose trace would bake in a shape or a branch) disables the trace for
-    good, and the eager path stays. Only batch size 1 is traced: a single text has no padding, so the attention mask
-    is all ones and the branch taken while tracing is the branch every later call takes.
+    bits. That is checked, not assumed: after tracing, texts of 4, 18 and 256 tokens (the longest) and the empty
+    text go through both paths, and any difference (a model whose trace would bake in a shape or a branch) disables
+    the trace for good, and the eager path stays. Only batch size 1 is traced: a single text has no padding, so the
+    attention mask is all ones and the branch taken while tracing is the branch every later call takes.
 
     The trace is built in a background thread at the second call, so a one-shot CLI search never pays its ~0.3 s and
     no query waits for it; until it is ready (or when it is refused) ``forward`` returns None.
