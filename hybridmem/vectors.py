@@ -12,13 +12,13 @@ bound makes the result the exact top k, not an approximation (``tests/test_vecto
 equality).
 
 :meth:`VectorMatrix.search_quantized` is the faster path: a **binary pre-filter** (one sign bit per dimension of the
-mean-centred vectors after an ITQ rotation learned from them, 48 bytes a row at 384 dims, 32x less to read) ranks every row by Hamming distance to the query's
-code, and the closest rows (at least ``rescore`` of them, plus every row tied with the last) are **rescored exactly**
-in float32. Whatever it returns carries the exact cosine and exact order; it equals the exact top-k whenever the
-exact top-k survive the pre-filter (recall@10 against exact is measured by ``hybridmem bench``). Binary codes of
-centred vectors follow Charikar's sign random-projection estimate of the angle (STOC 2002); rescoring a short list of
-binary candidates with full vectors is the usual production recipe (e.g. Yamada et al., "Efficient Passage
-Retrieval with Hashing", ACL 2021).
+mean-centred vectors after an ITQ rotation learned from them, 48 bytes a row at 384 dims, 32x less to read) ranks
+every row by Hamming distance to the query's code, and the closest rows (at least ``rescore`` of them, plus every
+row tied with the last) are **rescored exactly** in float32. Whatever it returns carries the exact cosine and exact
+order; it equals the exact top-k whenever the exact top-k survive the pre-filter (recall@10 against exact is
+measured by ``hybridmem bench``). Binary codes of centred vectors follow Charikar's sign random-projection estimate
+of the angle (STOC 2002); rescoring a short list of binary candidates with full vectors is the usual production
+recipe (e.g. Yamada et al., "Efficient Passage Retrieval with Hashing", ACL 2021).
 """
 
 from __future__ import annotations
@@ -60,16 +60,18 @@ def itq_rotation(centred: np.ndarray, iterations: int = 10, seed: int = 0) -> np
 
 
 _HAMMING_POOL: object | None = None
+_HAMMING_POOL_LOCK = threading.Lock()
 
 
 def _hamming_pool():  # noqa: ANN202
     """One worker thread: with the calling thread, a large Hamming scan runs on two cores (numpy's bit ufuncs release
     the GIL)."""
     global _HAMMING_POOL
-    if _HAMMING_POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
+    with _HAMMING_POOL_LOCK:
+        if _HAMMING_POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-        _HAMMING_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridmem-hamming")
+            _HAMMING_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridmem-hamming")
     return _HAMMING_POOL
 
 

@@ -562,3 +562,17 @@ def test_zscore_normalization_exact():
     r = rank(make(VEC, KEY), cfg(bm25_norm="zscore", vector_norm="zscore"))
     vs = zscore([0.9, 0.5, 0.1])
     assert scores(r, "vector_score") == pytest.approx({1: vs[0], 2: vs[1], 3: vs[2], 4: None})
+
+
+def test_token_set_splits_on_first_use_and_behaves_as_the_frozenset():
+    """Chunk loading keeps the stored token column unsplit; MMR's Jaccard, equality and hashing see the same set the
+    eager ``frozenset(tokens.split())`` gave."""
+    from hybridmem.models import TokenSet
+    from hybridmem.ranking.mmr import TokenBits, jaccard
+
+    lazy = TokenSet("payment retry payment backoff")
+    assert lazy._set is None  # noqa: SLF001 - nothing split yet
+    eager = frozenset({"payment", "retry", "backoff"})
+    assert lazy == eager and hash(lazy) == hash(eager) and len(lazy) == 3 and "retry" in lazy
+    other = TokenSet("retry backoff queue")
+    assert TokenBits().jaccard(lazy, other) == jaccard(eager, frozenset({"retry", "backoff", "queue"})) == 0.5

@@ -107,6 +107,49 @@ def test_binary_codes_by_hand() -> None:
     assert codes.hamming(np.array([1.0, 1.0, 1.0])).tolist() == [1, 2]
 
 
+def _popcount_distances(codes: BinaryCodes, query: np.ndarray) -> np.ndarray:
+    """Hamming distances the slow way: unpack every bit."""
+    rows = np.unpackbits(codes.words.T.copy().view(np.uint8), axis=1)
+    q = np.unpackbits(codes.encode(query).view(np.uint8))
+    return (rows != q).sum(axis=1)
+
+
+def test_itq_rotation_is_orthogonal_and_loses_less_than_the_raw_axes() -> None:
+    """ITQ's rotation is orthogonal (it only rotates, so Hamming distances still estimate angles), deterministic, and
+    its sign bits keep more of correlated vectors than the raw axes' signs (smaller ``|B - X R|``)."""
+    from hybridmem.vectors import itq_rotation
+
+    x = clustered(3000, dims=32, centers=8, seed=41)
+    x = x - x.mean(axis=0)
+    r = itq_rotation(x)
+    np.testing.assert_allclose(r.T @ r, np.eye(32), atol=1e-4)
+    np.testing.assert_array_equal(r, itq_rotation(x))
+
+    def loss(rotation: np.ndarray) -> float:
+        y = x @ rotation
+        return float(np.linalg.norm(np.sign(y) * np.abs(y).mean() - y))
+
+    assert loss(r) < loss(np.eye(32, dtype=np.float32))
+
+
+def test_rotated_codes_and_the_two_thread_hamming_scan_agree_with_brute_force(monkeypatch) -> None:
+    """Matrices from ``ITQ_MIN_ROWS`` rows get a rotation; the query goes through the same one (a row's own vector is
+    at distance 0), and the Hamming scan split over two threads gives the single-thread and brute-force distances."""
+    v = clustered(4001, dims=96, centers=30, seed=43)
+    codes = BinaryCodes.build(v)
+    assert codes.rotation is not None and codes.words.shape == (2, 4001)
+    assert BinaryCodes.build(v[:500]).rotation is None  # too few rows to learn from: the raw axes
+    rng = np.random.default_rng(44)
+    for q in [v[17], v[4000], *unit(rng.standard_normal((3, 96)))]:
+        single = codes.hamming(q)
+        monkeypatch.setattr(BinaryCodes, "PARALLEL_ROWS", 10)
+        split = codes.hamming(q)
+        monkeypatch.setattr(BinaryCodes, "PARALLEL_ROWS", 50_000)
+        np.testing.assert_array_equal(split, single)
+        np.testing.assert_array_equal(single, _popcount_distances(codes, q))
+    assert codes.hamming(v[17])[17] == 0 and codes.hamming(v[4000])[4000] == 0
+
+
 def test_shortlist_keeps_every_tie_at_the_threshold() -> None:
     d = np.array([3, 1, 2, 1, 5], dtype=np.uint16)
     assert shortlist(d, 1).tolist() == [1, 3]  # the two rows at distance 1 tie
