@@ -71,12 +71,18 @@ class KeywordIndex(ScopedRows):
     avgdl: float = field(default=0.0, init=False)
     # per row, K1 * (1 - B + B * D / avgdl): FTS5's length term, the same double it computes for every posting
     length_norm: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
+    # per posting, (tf * (K1 + 1)) / (tf + length_norm[row]): everything of FTS5's per-row term but the IDF, computed
+    # once here with the same double operations in the same order, so a query only multiplies it by each term's IDF
+    impact: np.ndarray = field(default_factory=lambda: np.zeros(0), init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = self.ids.shape[0]
         self.tf = np.asarray(self.tf, dtype=np.float64)
         self.avgdl = float(self.lengths.sum()) / float(n) if n else 0.0
         self.length_norm = K1 * (1 - B + B * self.lengths / self.avgdl) if n and self.avgdl else np.zeros(n)
+        self.impact = self.tf * (K1 + 1.0)
+        if self.impact.shape[0]:
+            self.impact /= self.tf + self.length_norm[self.rows]
 
     @classmethod
     def build(cls, ids: Sequence[int], tokens: Sequence[str], sources: Sequence[str], paths: Sequence[str]
@@ -141,15 +147,12 @@ class KeywordIndex(ScopedRows):
                     return []
                 continue  # FTS5 gives it an IDF but no row has it: it adds 0.0 to every score
             a, b = int(self.offsets[j]), int(self.offsets[j + 1])
-            rows, tf = self.rows[a:b], self.tf[a:b]
+            rows = self.rows[a:b]
             n_hit = b - a
             idf = math.log((n - n_hit + 0.5) / (n_hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            term = tf * (K1 + 1.0)
-            term /= tf + self.length_norm[rows]
-            term *= idf
-            score[rows] += term
+            score[rows] += self.impact[a:b] * idf
             if hits is not None:
                 hits[rows] += 1
         # every term's contribution to a row holding it is > 0 (idf >= 1e-6, tf >= 1), so OR matches are score > 0
