@@ -270,15 +270,17 @@ class StoreConfig:
 
     path: str = ""  # "" = <workspace>/.hybridmem/index.sqlite
     # auto / memory: exact search over the in-memory matrix (the int8-bounded scan from int8_min_rows rows up, same
-    # results); quantized: binary pre-filter + exact rescoring (approximate; recall in eval/bench/); sqlite-vec: the
+    # results); quantized: int8 PCA pre-filter + exact rescoring (approximate; recall in eval/bench/); sqlite-vec: the
     # vec0 KNN on disk, no matrix in memory.
     vector_search: str = "auto"
     busy_timeout_ms: int = 5000
     # Exact search scans an int8 copy with error bounds (hybridmem/vectors.py) from this many rows up; 0 = never.
     # Below ~20k rows the float32 scan takes under 2 ms and the copy is not worth its build (0.3 s per 100k rows).
     int8_min_rows: int = 20_000
-    # "quantized" rescores max(rescore_min, rescore_factor * k) rows after the binary pre-filter.
-    rescore_min: int = 1000
+    # "quantized" ranks rows by an int8 scan of their top prefilter_dims principal components and rescores the best
+    # max(rescore_min, rescore_factor * k) rows exactly.
+    prefilter_dims: int = 128
+    rescore_min: int = 800
     rescore_factor: int = 20
 
     def __post_init__(self) -> None:
@@ -286,6 +288,8 @@ class StoreConfig:
         for name in ("int8_min_rows", "rescore_min", "rescore_factor"):
             value = getattr(self, name)
             _check(isinstance(value, int) and value >= 0, f"store.{name}", value, "an integer >= 0")
+        _check(isinstance(self.prefilter_dims, int) and self.prefilter_dims >= 1, "store.prefilter_dims",
+               self.prefilter_dims, "an integer >= 1")
 
 
 DEFAULT_STORE = StoreConfig()

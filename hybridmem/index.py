@@ -322,13 +322,14 @@ class MemoryIndex:
             ids, mat, sources, paths = self.store.load_vectors(name, model, key)
             st = self.settings.store
             self._matrix = VectorMatrix(ids, mat, sources, paths, int8_min_rows=st.int8_min_rows,
-                                        rescore_min=st.rescore_min, rescore_factor=st.rescore_factor)
+                                        rescore_min=st.rescore_min, rescore_factor=st.rescore_factor,
+                                        prefilter_dims=st.prefilter_dims)
             self._matrix_gen = gen
         return self._matrix.search_quantized if mode == "quantized" else self._matrix.search
 
     def _vector_search_label(self) -> str:
         """How vector queries are served, for ``status()``: sqlite-vec, memory (exact; int8-bounded when the int8
-        copy is in use), or quantized (binary pre-filter)."""
+        copy is in use), or quantized (int8 principal-subspace pre-filter)."""
         mode = self.settings.store.vector_search
         if mode == "sqlite-vec" and self.store.vec_available:
             return "sqlite-vec"

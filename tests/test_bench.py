@@ -45,7 +45,7 @@ def test_quality_figures_are_sane(quick_run: tuple[dict, Path]) -> None:
     for k in ("keyword_ndcg10_scifact", "bm25s_ndcg10_scifact", "rank_bm25_ndcg10_scifact", "sweep_best_ndcg10"):
         assert 0.3 < f[k] <= 1.0, k  # 40 SciFact queries over their judged documents plus 400 others
     assert 0.0 <= f["vector_recall10_quantized"] <= 1.0
-    assert f["vector_recall10_quantized_synthetic_1k"] >= 0.99  # 1,000 rescored rows of 1,000: exact
+    assert f["vector_recall10_quantized_synthetic_1k"] >= 0.95  # 800 of 1,000 random rows rescored
     assert f["sqlitevec_knn_recall10_1k"] == 1.0 and f["sqlitevec_knn_recall10_5k"] == 1.0  # both are exact
     assert f["warm_resync_chunks"] > 0 and f["index_embedded"] == f["index_chunks"]
 

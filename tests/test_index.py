@@ -109,8 +109,8 @@ def test_numpy_fallback_matches_sqlite_vec(workspace: Path):
 
 
 def test_every_vector_search_mode_serves_the_same_neighbours(workspace: Path):
-    """memory (float32, and the int8-bounded scan forced on this small index), quantized (binary pre-filter whose
-    default 1,000-row rescoring covers this whole index) and sqlite-vec agree; status() names the mode."""
+    """memory (float32, and the int8-bounded scan forced on this small index), quantized (int8 PCA pre-filter whose
+    default 800-row rescoring covers this whole index) and sqlite-vec agree; status() names the mode."""
     emb = HashEmbedder()
     MemoryIndex(workspace, embedder=emb).sync()
     modes = {"memory": {}, "int8": {"int8_min_rows": 1}, "quantized": {"vector_search": "quantized"},

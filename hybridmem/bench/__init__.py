@@ -1,6 +1,6 @@
 """``hybridmem bench``: every performance figure of the engine beside its peer, measured in the same run.
 
-Groups (one module each): ``vectors`` (in-memory exact and binary+rescore against numpy and sqlite-vec, memory
+Groups (one module each): ``vectors`` (in-memory exact and pre-filter+rescore against numpy and sqlite-vec, memory
 bandwidth), ``keyword`` (FTS5 leg against bm25s and rank_bm25 on SciFact), ``e2e`` (search at 10k and 100k chunks),
 ``indexing`` (cold indexing against raw encode, warm re-sync, peak memory) and ``sweep`` (100 ranking configs after
 one retrieval against re-running search). Each group runs in its own process by default, so its peak memory is its
