@@ -54,8 +54,9 @@ class Chunk:
 class TokenSet(Set[str]):
     """The distinct tokens of a chunk's space-separated ``tokens`` column, split when first needed.
 
-    Only MMR's Jaccard reads a chunk's tokens, and only for the candidates it compares; splitting all ~50 candidates'
-    ~100 tokens up front was 1.1 ms of a search's 1.9 ms chunk loading at 100k chunks.
+    Only MMR's Jaccard (for the candidates it compares) and centred snippets (for the kept hits) read a chunk's
+    tokens; splitting all ~50 candidates' ~100 tokens up front was 1.1 ms of a search's 1.9 ms chunk loading at 100k
+    chunks.
     """
 
     __slots__ = ("_text", "_set")

@@ -201,7 +201,7 @@ class PcaPrefilter:
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Approximate ``q . x`` of every row, up to a constant: fit for choosing rows, not for reporting."""
-        qp = (np.asarray(query, dtype=np.float32) - self.mean) @ self.basis
+        qp = matvec(self.basis.T, np.asarray(query, dtype=np.float32) - self.mean)
         approx = self.int8.approx(qp) if self.int8 is not None else matvec(self.projected, qp)
         approx += self.offset
         return approx
@@ -241,7 +241,8 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     torch = sys.modules.get("torch")
     if torch is not None and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.shape[0]:
         m = matrix
-        if not (m.flags.c_contiguous and m.flags.writeable):  # torch wraps only writeable memory
+        # torch wraps only writeable memory; a transposed view (Fortran order) it multiplies in place
+        if not ((m.flags.c_contiguous or m.flags.f_contiguous) and m.flags.writeable):
             if m.nbytes > 64 << 20:  # never copy a big matrix per query
                 return matrix @ vector
             m = np.array(m, order="C")

@@ -83,7 +83,7 @@ class TokenBits:
         self._lock = Lock()  # two threads must never give two tokens one bit
 
     def code(self, tokens: AbstractSet[str]) -> int:
-        """The bitset of ``tokens`` (remembered when ``tokens`` is hashable, i.e. a frozenset)."""
+        """The bitset of ``tokens`` (remembered when ``tokens`` is hashable: a frozenset or a ``TokenSet``)."""
         try:
             return self._codes[tokens]  # type: ignore[index]
         except KeyError:
