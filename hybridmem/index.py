@@ -512,6 +512,7 @@ class MemoryIndex:
             "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None,
             "dirty": self.dirty,
             "fallback_reason": self.fallback_reason if self._embedder_loaded else None,
+            "query_embedding": getattr(self._embedder, "runtime", None) if self._embedder_loaded else None,
             "last_sync_report": self.last_sync.to_dict() if self.last_sync else None,
         }
 

@@ -34,6 +34,7 @@ def test_reference_preset_reproduces_reference():
         ("ranking", {"vector_weight": -1.0}, "ranking.vector_weight"),
         ("chunking", {"overlap": 500}, "chunking.overlap"),
         ("embedding", {"provider": "magic"}, "embedding.provider"),
+        ("embedding", {"query_runtime": "tensorrt"}, "embedding.query_runtime"),
         ("ranking", {"unknown_key": 1}, "ranking.unknown_key"),
         ("ranking", {"max_results": "six"}, "ranking.max_results"),
     ],

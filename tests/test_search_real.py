@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hybridmem.config import preset
+from hybridmem.embeddings import sanitize
 from tests.conftest import DEMO
 
 pytestmark = pytest.mark.slow
@@ -89,59 +90,133 @@ def test_stage_scores_are_all_present(demo_index):
     assert set(resp.timings) >= {"keyword", "embed", "vector", "rank"}
 
 
-def test_query_embedding_is_bit_identical_to_encode(demo_index):
-    """One text goes straight through the model's modules (embed_query's fast path); it must give exactly what
-    SentenceTransformer.encode gives, or the int8/float32 ties and every cached comparison would drift."""
-    embedder = demo_index.embedder
-    st = embedder._st  # noqa: SLF001 - the peer is the model's own encode
-    for text in ["retry backoff for the payment processor", "", " ", "thanh toán 支付 ชำระเงิน", "x" * 30_000,
-                 "paymentProcessor.retry_backoff_ms"]:
-        fast = embedder.embed_batch([text], is_query=True)
-        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
-        assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]
-
-
 QUERY_TEXTS = ["retry backoff for the payment processor", "", " ", "thanh toán 支付 ชำระเงิน", "x" * 30_000,
                "paymentProcessor.retry_backoff_ms", "décision prise 決定 the deploy freeze"]
 
 
-def test_traced_query_embedding_is_bit_identical_to_encode(demo_index):
-    """From the second one-text call on, the transformer runs as a TorchScript trace built in the background; once
-    built, every query vector must still equal ``encode``'s bit for bit, at every token count up to truncation."""
+def _encode(embedder, text):  # noqa: ANN001, ANN202 - the peer is the model's own encode
+    return embedder._st.encode([text], convert_to_numpy=True, normalize_embeddings=False,  # noqa: SLF001
+                               show_progress_bar=False)
+
+
+@pytest.fixture()
+def onnx_embedder(demo_index):
+    """The demo index's embedder with its ONNX copy built (from the second one-text call, in the background)."""
     embedder = demo_index.embedder
-    traced = embedder._traced  # noqa: SLF001
     for text in QUERY_TEXTS[:2]:
         embedder.embed_batch([text], is_query=True)
-    traced.wait()
-    assert traced.state == "traced", traced.reason
-    st = embedder._st  # noqa: SLF001
+    embedder.onnx.wait()
+    assert embedder.onnx.state == "ready", embedder.onnx.reason
+    return embedder
+
+
+def test_torch_query_runtime_is_bit_identical_to_encode(demo_index):
+    """``query_runtime="torch"``: one text goes straight through the model's eager modules and gives exactly what
+    ``SentenceTransformer.encode`` gives, before and after the ONNX copy of the same model exists."""
+    from hybridmem.embeddings.local import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder(query_runtime="torch")
+    for _ in range(2):
+        for text in QUERY_TEXTS:
+            fast = embedder.embed_batch([text], is_query=True)
+            want = _encode(embedder, text)
+            assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]
+        demo_index.embedder.embed_batch(["a"], is_query=True)
+        demo_index.embedder.embed_batch(["b"], is_query=True)
+        demo_index.embedder.onnx.wait()
+    assert embedder.runtime.startswith("torch")
+
+
+def test_onnx_query_vectors_match_encode_within_tolerance(onnx_embedder, monkeypatch):
+    """Once built, the ONNX copy answers one-text calls (its session runs, torch's forward does not), and each vector
+    is within ONNX_TOLERANCE of ``encode``'s at every token count up to truncation, and for any script."""
+    from hybridmem.embeddings.local import ONNX_TOLERANCE
+
+    onnx = onnx_embedder.onnx
+    assert onnx_embedder.runtime.startswith("onnxruntime") and 0 <= onnx.max_diff <= ONNX_TOLERANCE
+    wants = {text: _encode(onnx_embedder, text) for text in QUERY_TEXTS}
+    st = onnx_embedder._st  # noqa: SLF001
+
+    def no_torch(features):  # noqa: ANN001, ANN202
+        raise AssertionError("torch answered a one-text call while the ONNX copy is ready")
+
+    monkeypatch.setattr(st, "forward", no_torch)
+    for text, want in wants.items():
+        got = onnx_embedder.embed_batch([text], is_query=True)
+        assert got.dtype == np.float32 and got.shape == want.shape, text[:40]
+        assert float(np.abs(got - want).max()) <= ONNX_TOLERANCE, text[:40]
+        assert not np.array_equal(got, np.zeros_like(got))
+
+
+def test_documents_never_go_through_the_onnx_copy(onnx_embedder):
+    """Indexing stays on torch: a one-text batch of documents (the last of a sync, say) is ``encode``'s vector bit for
+    bit even while the ONNX copy answers queries."""
     for text in QUERY_TEXTS:
-        fast = embedder.embed_batch([text], is_query=True)
-        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
-        assert fast.dtype == want.dtype and np.array_equal(fast, want), text[:40]
+        got = onnx_embedder.embed_batch([text])
+        assert np.array_equal(got, _encode(onnx_embedder, text)), text[:40]
+        assert np.array_equal(onnx_embedder.embed_documents([text]), sanitize(_encode(onnx_embedder, text)))
 
 
-def test_a_trace_that_differs_is_refused_and_the_eager_model_answers(demo_index, monkeypatch):
-    """The bit-for-bit check after tracing is what makes the trace safe: a trace whose output differs (here, off by
-    1e-6, as a shape-specialized or reordered graph would be) must be refused, and queries keep the eager vectors."""
-    import torch
+def test_onnx_rankings_equal_torch_rankings_on_the_demo_set(demo_index, onnx_embedder):
+    """What "results identical" means for the ONNX copy: on all 80 labeled demo queries, the default ranking (and the
+    vector leg's candidate list) from the ONNX query vector equals the one from the eager torch vector."""
+    from hybridmem.embeddings.local import SentenceTransformerEmbedder
+    from hybridmem.ranking import rank
 
-    from hybridmem.embeddings.local import _TracedTransformer
+    queries, _ = _labels()
+    torch_embedder = SentenceTransformerEmbedder(query_runtime="torch")
+    cfg = demo_index.settings.ranking
+    for q in queries:
+        legs, hits = [], []
+        for embedder in (torch_embedder, onnx_embedder):
+            cands = demo_index.retrieve(q["text"], cfg.pool, query_vector=embedder.embed_query(q["text"]))
+            legs.append([h.chunk_id for h in cands.vector])
+            hits.append(rank(cands, cfg).hits)
+        assert legs[0] == legs[1], q["text"]
+        assert [h.chunk_id for h in hits[0]] == [h.chunk_id for h in hits[1]], q["text"]
+        assert [h.final_score for h in hits[0]] == pytest.approx([h.final_score for h in hits[1]], abs=1e-5)
 
-    real_trace = torch.jit.trace
 
-    def drifting_trace(module, example, **kw):
-        traced = real_trace(module, example, **kw)
-        return lambda *args: traced(*args) + 1e-6
+def test_an_onnx_copy_that_differs_is_refused_and_torch_answers(demo_index, monkeypatch):
+    """The check after export is what makes the copy safe: one whose vectors differ by more than the tolerance (here,
+    1e-5 a component, as a mis-exported graph would) is refused, and queries keep the eager, encode-identical vectors."""
+    import onnxruntime
 
-    monkeypatch.setattr(torch.jit, "trace", drifting_trace)
+    from hybridmem.embeddings.local import _OnnxQueryModel
+
+    real = onnxruntime.InferenceSession
+
+    class Drifting:
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            self.inner = real(*args, **kwargs)
+
+        def run(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            return [out + 1e-5 for out in self.inner.run(*args, **kwargs)]
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", Drifting)
     embedder = demo_index.embedder
-    traced = _TracedTransformer(embedder._st)  # noqa: SLF001 - a fresh one, the shared one may be built already
-    monkeypatch.setattr(type(embedder), "_traced", property(lambda self: traced))
-    st = embedder._st  # noqa: SLF001
+    runner = _OnnxQueryModel(embedder._st)  # noqa: SLF001 - a fresh one, the shared one may be built already
+    monkeypatch.setattr(type(embedder), "onnx", property(lambda self: runner))
     for text in QUERY_TEXTS:
         fast = embedder.embed_batch([text], is_query=True)
-        traced.wait()
-        want = st.encode([text], convert_to_numpy=True, normalize_embeddings=False, show_progress_bar=False)
-        assert np.array_equal(fast, want), text[:40]
-    assert traced.state == "refused" and "differs from the eager model" in traced.reason
+        runner.wait()
+        assert np.array_equal(fast, _encode(embedder, text)), text[:40]
+    assert runner.state == "refused" and "differs from the torch model" in runner.reason
+    assert "refused" in embedder.runtime and "query_embedding" in demo_index.status()
+
+
+def test_without_onnxruntime_torch_answers_and_says_why(demo_index, monkeypatch):
+    import sys
+
+    from hybridmem.embeddings.local import _OnnxQueryModel
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    embedder = demo_index.embedder
+    runner = _OnnxQueryModel(embedder._st)  # noqa: SLF001
+    monkeypatch.setattr(type(embedder), "onnx", property(lambda self: runner))
+    for text in QUERY_TEXTS[:3]:
+        fast = embedder.embed_batch([text], is_query=True)
+        runner.wait()
+        assert np.array_equal(fast, _encode(embedder, text))
+    assert runner.state == "refused" and "pip install 'hybridmem[embed]'" in runner.reason
+    assert "onnxruntime is not installed" in demo_index.status()["query_embedding"]

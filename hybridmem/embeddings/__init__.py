@@ -25,7 +25,7 @@ def _make(name: str, cfg: EmbeddingConfig) -> Embedder:
     if name == "local":
         from hybridmem.embeddings.local import SentenceTransformerEmbedder
 
-        return SentenceTransformerEmbedder(cfg.model, cfg.batch_size)
+        return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
     try:
         from hybridmem.embeddings import remote
     except ImportError:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_MODEL
+from hybridmem.config import DEFAULT_MODEL, QUERY_RUNTIMES
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
 
@@ -67,13 +67,21 @@ def load_sentence_transformer(model: str = DEFAULT_MODEL):  # noqa: ANN201
 
 
 class SentenceTransformerEmbedder(Embedder):
-    """sentence-transformers provider. Any model name or local path works; the default loads offline."""
+    """sentence-transformers provider. Any model name or local path works; the default loads offline.
+
+    Documents go through ``SentenceTransformer.encode`` (a batch of one through the same eager modules, bit for bit).
+    One query goes through the model's modules directly, and with ``query_runtime="onnx"`` (the default) through an
+    ONNX Runtime copy of the model once it is built and checked: see :class:`_OnnxQueryModel`.
+    """
 
     name = "local"
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, query_runtime: str = "onnx") -> None:
+        if query_runtime not in QUERY_RUNTIMES:
+            raise ProviderError(f"unknown query runtime {query_runtime!r}: expected one of {', '.join(QUERY_RUNTIMES)}")
         self.model = model
         self.batch_size = batch_size
+        self.query_runtime = query_runtime
         self._st = load_sentence_transformer(model)
         get_dims = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
         self._dims = int(get_dims() or len(self._st.encode(["x"])[0]))
@@ -84,77 +92,105 @@ class SentenceTransformerEmbedder(Embedder):
 
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
         if len(texts) == 1:
-            return self._forward_one(texts[0])
+            return self._forward_one(texts[0], onnx=is_query and self.query_runtime == "onnx")
         return self._st.encode(
             list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=False,
             show_progress_bar=False,
         )
 
-    def _forward_one(self, text: str) -> np.ndarray:
-        """One text (a query) straight through the model's modules: the vector ``encode`` gives, bit for bit, without
-        its per-call batching machinery. From the second call on, the transformer runs as a TorchScript trace (built
-        once in a background thread and checked bit for bit against the eager model), which skips about 5 ms of
-        Python per query; see :class:`_TracedTransformer`."""
+    @property
+    def runtime(self) -> str:
+        """What embeds a query now: ``onnxruntime``, or ``torch`` with the reason (``status()`` shows it)."""
+        if self.query_runtime == "torch":
+            return "torch (query_runtime = torch)"
+        onnx = self.onnx
+        if onnx.state == "ready":
+            return f"onnxruntime (max |onnx - torch| {onnx.max_diff:.1e} on its check texts)"
+        return {"eager": "torch (the ONNX copy is built from the second query)",
+                "building": "torch (the ONNX copy is being built)"}.get(onnx.state, f"torch ({onnx.reason})")
+
+    @property
+    def onnx(self) -> "_OnnxQueryModel":
+        """The ONNX Runtime copy of this model for one-text forwards (shared by every embedder of the model)."""
+        with _LOCK:
+            runner = _ONNX.get(id(self._st))
+            if runner is None:
+                runner = _ONNX[id(self._st)] = _OnnxQueryModel(self._st)
+        return runner
+
+    def _forward_one(self, text: str, onnx: bool) -> np.ndarray:
+        """One text straight through the model's modules, without ``encode``'s per-call batching machinery: with
+        ``onnx`` (a query, ``query_runtime="onnx"``) through ONNX Runtime once its copy is ready, else the eager torch
+        modules, which give what ``encode`` gives bit for bit (a one-text batch of documents always takes these)."""
         import torch
 
         st = self._st
         prep = getattr(st, "preprocess", None) or st.tokenize
         with torch.inference_mode():
             features = prep([text])
-            out = self._traced.forward(features)
-            if out is None:
-                out = st.forward(features)
-            return out["sentence_embedding"].float().numpy()
-
-    @property
-    def _traced(self) -> "_TracedTransformer":
-        with _LOCK:
-            traced = _TRACED.get(id(self._st))
-            if traced is None:
-                traced = _TRACED[id(self._st)] = _TracedTransformer(self._st)
-        return traced
+            if onnx:
+                out = self.onnx.forward(features)
+                if out is not None:
+                    return out
+            return st.forward(features)["sentence_embedding"].float().numpy()
 
 
-_TRACED: dict[int, "_TracedTransformer"] = {}
+_ONNX: dict[int, "_OnnxQueryModel"] = {}
 _INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
+# How far an ONNX Runtime vector may be from the eager model's, per component of a unit vector, for the copy to be
+# used. Measured here on all-MiniLM-L6-v2: 1.6e-7 at most over 300 SciFact claims, the size of the difference between
+# a text embedded alone and the same text inside a padded batch of 64 (1.2e-7), which eval's query vectors already
+# carry. A cosine moves by at most sqrt(dims) times this (2e-5 at 384 dims), in practice by ~1e-7.
+ONNX_TOLERANCE = 1e-6
 
-class _TracedTransformer:
-    """The first module of a one-text forward (the Hugging Face transformer) as a TorchScript trace.
 
-    Eager ``BertModel.forward`` spends about 5 ms of a 16 ms query embedding here in Python (mask building, module
-    hooks, dispatch); the trace runs the same aten kernels on the same shapes from C++, so its output is the same
-    bits. That is checked, not assumed: after tracing, texts of 4, 18 and 256 tokens (the longest) and the empty
-    text go through both paths, and any difference (a model whose trace would bake in a shape or a branch) disables
-    the trace for good, and the eager path stays. Only batch size 1 is traced: a single text has no padding, so the
-    attention mask is all ones and the branch taken while tracing is the branch every later call takes.
+class _OnnxQueryModel:
+    """The whole sentence-transformers pipeline (transformer, pooling, normalization) for one text, exported to ONNX
+    and run by ONNX Runtime.
 
-    The trace is built in a background thread at the second call, so a one-shot CLI search never pays its ~0.3 s and
-    no query waits for it; until it is ready (or when it is refused) ``forward`` returns None.
+    Why: a query is ~20 tokens, and eager torch spends most of a 12-16 ms embedding in MKL's small-M GEMMs and in
+    per-op dispatch; ONNX Runtime runs the same graph in 7-8 ms here (12.6 -> 7.5 ms median over SciFact claims,
+    ``hybridmem bench --only e2e``), which is most of what keeps an end-to-end search at 100k chunks under 20 ms.
+
+    Safety: the copy is checked, not trusted. After export, texts of 2, ~20 and the maximum number of tokens, the empty
+    text and a mixed-script text go through both the copy and the eager model; if any component differs by more than
+    :data:`ONNX_TOLERANCE` (or the export fails, or onnxruntime is missing) the copy is refused for good and the eager
+    model keeps answering. Its vectors are not bit-identical to ``encode``'s (ONNX Runtime's kernels sum in another
+    order), no more than a batched ``encode`` is to a single one; ``hybridmem bench`` measures how often a ranking
+    changes because of it (``query_onnx_same_top10_scifact``).
+
+    Cost: the export (~1.3 s) and the session (~0.2 s) are built in a background thread at the second one-text call,
+    so a one-shot CLI search never pays for them and no query waits; until the copy is ready ``forward`` returns None.
+    Only batch size 1 is used: a single text has no padding, so the traced graph's branches hold for every call.
+    The session's threads sleep when idle (``allow_spinning = 0``): spinning ones starved torch's int8 vector scan,
+    which then took 10.8 ms instead of 4.0 (measured, 100k chunks).
     """
 
     def __init__(self, st: object) -> None:
         self._st = st
         self._calls = 0
-        self._module: object | None = None
-        self._keys: tuple[str, ...] = ()
-        self.state = "eager"  # eager -> building -> traced | refused (reason in self.reason)
+        self._session: object | None = None
+        self._names: tuple[str, ...] = ()
+        self.state = "eager"  # eager -> building -> ready | refused (reason in self.reason)
         self.reason = ""
+        self.max_diff = float("nan")  # largest |onnx - torch| component over the check texts
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def forward(self, features: dict) -> dict | None:
-        """``st.forward(features)`` with the first module traced, or None where the caller must run it eagerly."""
-        module = self._module
-        if module is not None:
-            if tuple(k for k in _INPUT_KEYS if k in features) != self._keys or features.get("modality", "text") != "text":
+    def forward(self, features: dict) -> np.ndarray | None:
+        """The sentence embedding of one tokenized text, ``(1, dims)`` float32, or None where torch must answer."""
+        session = self._session
+        if session is not None:
+            if tuple(k for k in _INPUT_KEYS if k in features) != self._names or \
+                    features.get("modality", "text") != "text":
                 return None
-            return self._rest(features, module(*(features[k] for k in self._keys)))
+            return session.run(None, {k: features[k].numpy() for k in self._names})[0]  # type: ignore[attr-defined]
         with self._lock:
             self._calls += 1
             if self._calls >= 2 and self.state == "eager":
                 self.state = "building"
-                self._thread = threading.Thread(target=self._build, name="hybridmem-trace", daemon=True)
+                self._thread = threading.Thread(target=self._build, name="hybridmem-onnx", daemon=True)
                 self._thread.start()
         return None
 
@@ -165,59 +201,80 @@ class _TracedTransformer:
 
     def _build(self) -> None:
         try:
-            self._keys, module = self._trace()
-            self._module = module
-            self.state = "traced"
+            names, session, diff = self._export_and_check()
+            self._names, self.max_diff = names, diff
+            self._session = session
+            self.state = "ready"
         except Exception as exc:  # noqa: BLE001 - any failure leaves the eager path, which is always correct
-            self.state, self.reason = "refused", f"{type(exc).__name__}: {exc}"
+            self.state, self.reason = "refused", f"ONNX copy refused: {type(exc).__name__}: {exc}"
 
-    def _rest(self, features: dict, token_embeddings: object) -> dict:
-        modules = list(self._st)  # type: ignore[call-overload]
-        features[getattr(modules[0], "module_output_name", "token_embeddings")] = token_embeddings
-        for module in modules[1:]:
-            features = module(features)
-        return features
-
-    def _trace(self) -> tuple[tuple[str, ...], object]:
+    def _export_and_check(self) -> tuple[tuple[str, ...], object, float]:
+        import io
         import warnings
 
         import torch
 
-        # tracing warns about every Python branch on a tensor; the equality check below is what answers them
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ProviderError("onnxruntime is not installed: pip install 'hybridmem[embed]'") from None
+        # The exporter warns about every Python branch on a tensor and about its own deprecation (torch is pinned to
+        # 2.13.0, whose TorchScript-based exporter is the fast one: 1.3 s against 9 s for the dynamo exporter); the
+        # comparison below is what answers them.
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
-        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"torch\.jit\.")
+        for message in (r"You are using the legacy TorchScript-based ONNX export", r"The feature will be removed",
+                        r"Exporting aten::index operator"):
+            warnings.filterwarnings("ignore", message=message)
+        for category in (DeprecationWarning, FutureWarning, UserWarning):
+            warnings.filterwarnings("ignore", category=category, module=r"(torch\.onnx|transformers)\.")
 
         st = self._st
-        first = list(st)[0]  # type: ignore[call-overload]
-        model = getattr(first, "auto_model", None)
-        if model is None or type(first).__name__ != "Transformer":
-            raise ValueError(f"first module is {type(first).__name__}, not a Hugging Face Transformer")
         prep = getattr(st, "preprocess", None) or st.tokenize  # type: ignore[attr-defined]
         max_len = int(getattr(st, "max_seq_length", None) or 128)
         probes = ["memory search", "Which port does the payment service listen on after the migration to the new "
-                  "cluster?", "x " * (2 * max_len + 8), ""]
-        with torch.inference_mode():
+                  "cluster?", "x " * (2 * max_len + 8), "", "thanh toán hóa đơn 支付 ชำระเงิน paymentProcessor"]
+        with torch.no_grad():
             example = prep([probes[1]])
-            keys = tuple(k for k in _INPUT_KEYS if k in example)
+            names = tuple(k for k in _INPUT_KEYS if k in example)
             extra = [k for k, v in example.items() if k not in _INPUT_KEYS and isinstance(v, torch.Tensor)]
             if extra or example.get("modality", "text") != "text":
-                raise ValueError(f"features {sorted(extra)} (modality {example.get('modality')!r}) are not traced")
+                raise ValueError(f"features {sorted(extra)} (modality {example.get('modality')!r}) are not exported")
 
-            class _Wrapper(torch.nn.Module):
+            class _Pipeline(torch.nn.Module):
                 def __init__(self, inner: torch.nn.Module) -> None:
                     super().__init__()
                     self.inner = inner
 
                 def forward(self, *args: torch.Tensor) -> torch.Tensor:
-                    return self.inner(**dict(zip(keys, args)), return_dict=False)[0]
+                    features = dict(zip(names, args))
+                    for module in self.inner:
+                        features = module(features)
+                    return features["sentence_embedding"]
 
-            traced = torch.jit.trace(_Wrapper(model).eval(), tuple(example[k] for k in keys), check_trace=False)
+            blob = io.BytesIO()
+            torch.onnx.export(
+                _Pipeline(st).eval(), tuple(example[k] for k in names), blob, input_names=list(names),
+                output_names=["sentence_embedding"], dynamic_axes={k: {0: "batch", 1: "tokens"} for k in names},
+                opset_version=17, dynamo=False,
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, torch.get_num_threads())
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(blob.getvalue(), options, providers=["CPUExecutionProvider"])
+        del blob
+        worst = 0.0
+        with torch.inference_mode():
             for text in probes:
-                eager = st.forward(prep([text]))["sentence_embedding"]  # type: ignore[attr-defined]
                 feats = prep([text])
-                got = self._rest(feats, traced(*(feats[k] for k in keys)))["sentence_embedding"]
-                if got.shape != eager.shape or not torch.equal(got, eager):
-                    raise ValueError(f"trace differs from the eager model on a {feats['input_ids'].shape[1]}-token "
-                                     "text")
-        return keys, traced
+                eager = st.forward(prep([text]))["sentence_embedding"].float().numpy()  # type: ignore[attr-defined]
+                got = session.run(None, {k: feats[k].numpy() for k in names})[0]
+                if got.shape != eager.shape or not np.isfinite(got).all():
+                    raise ValueError(f"output of shape {got.shape} for a {feats['input_ids'].shape[1]}-token text")
+                diff = float(np.abs(got - eager).max())
+                worst = max(worst, diff)
+                if not diff <= ONNX_TOLERANCE:
+                    raise ValueError(f"differs from the torch model by {diff:.2e} (> {ONNX_TOLERANCE:.0e}) on a "
+                                     f"{feats['input_ids'].shape[1]}-token text")
+        return names, session, worst

@@ -48,7 +48,8 @@ def render() -> None:
     cols[3].metric("Queries served from", status["vector_search"],
                    help="memory: an exact in-memory matrix; sqlite-vec: KNN in SQLite")
     st.caption(f"Last sync {_when(status['last_sync'])} · FTS tokenizer `{status['fts_tokenizer']}` · "
-               f"settings hash `{status['settings_hash']}`")
+               f"settings hash `{status['settings_hash']}`"
+               + (f" · queries embedded by {status['query_embedding']}" if status.get("query_embedding") else ""))
     if status.get("vec_error"):
         st.warning(f"sqlite-vec unavailable ({status['vec_error']}): exact numpy search is used instead.")
     if status.get("fallback_reason"):
