@@ -125,8 +125,8 @@ def token_spans(text: str, config: TokenizerConfig | None = None) -> list[tuple[
         run, base = m.group(), m.start()
         if m.lastgroup == "ns":
             folded = unicodedata.normalize("NFKC", run).casefold()
-            if len(folded) != len(run):  # width/compatibility forms changed length: n-gram the normalized run
-                out.extend((g, base, base + len(run)) for g, _, _ in _ngrams(0, folded, n))
+            if len(folded) != len(run) or " " in folded:  # compatibility forms changed it: n-gram the normalized run
+                out.extend((g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n))
             else:
                 out.extend(_ngrams(base, folded, n))
             continue
@@ -142,12 +142,10 @@ def _word_tokens(run: str, fold: bool, stem: bool, split: bool) -> tuple[tuple[s
     out: list[tuple[str, int, int]] = []
     if len(parts) > 1:
         whole = _norm_word(run.replace("_", ""), fold, False)
-        if whole:
-            out.append((whole, 0, len(run)))
+        out.extend((w, 0, len(run)) for w in whole.split())
     for s, e in parts:
-        tok = _norm_word(run[s:e], fold, stem)
-        if tok:
-            out.append((tok, s, e))
+        # NFKC can expand one character into words with spaces (U+FDFA is a four-word phrase): each is a token
+        out.extend((tok, s, e) for tok in _norm_word(run[s:e], fold, stem).split())
     return tuple(out)
 
 

@@ -78,6 +78,12 @@ def test_tokenize_never_raises_and_tokens_have_no_spaces(text):
         assert 0 <= s <= e <= len(text)
 
 
+def test_compatibility_characters_that_expand_to_phrases_give_one_token_a_word():
+    # found by the fuzzer: NFKC turns U+FDFA (one Arabic ligature) into a four-word phrase with spaces
+    assert tokenize("\ufdfa") == tokenize("صلى الله عليه وسلم") == ["صلى", "الله", "عليه", "وسلم"]
+    assert all(" " not in t for t in tokenize("x\ufdfb y \u3300"))
+
+
 def test_format_characters_are_separators_as_in_fts5():
     # ZWNJ/ZWJ (category Cf) are not token characters for FTS5's unicode61: a token made of them would never match
     assert tokenize("\u200c") == [] and fts_query("\u200c") is None
