@@ -5,11 +5,11 @@ bandwidth (DESIGN.md: 4.3 ms, against 42 ms for sqlite-vec's KNN); long-lived pr
 Results equal sqlite-vec's exact KNN (cosine similarity of unit vectors, ties broken by chunk id).
 
 Large matrices (``StoreConfig.int8_min_rows`` rows and up) are scanned **exactly through an int8 copy**
-(:class:`Int8Rows`): each row is quantized to int8 with its own scale, and the row's quantization error norm is kept.
-One int8 product (a quarter of the bytes) gives every row's approximate score with a proven error bound, every row
-whose upper bound reaches the k-th best lower bound is rescored in float32, and the top k of those are returned. The
-bound makes the result the exact top k, not an approximation (``tests/test_vectors.py`` checks both the bound and the
-equality).
+(:class:`~hybridmem.int8scan.Int8Rows`): each row is quantized to int8 with its own scale, and the row's quantization
+error norm is kept. One pass over the int8 rows (a quarter of the bytes, scored against the float32 query) gives every
+row's approximate score with a proven error bound, every row whose upper bound reaches the k-th best lower bound is
+rescored in float32, and the top k of those are returned. The bound makes the result the exact top k, not an
+approximation (``tests/test_vectors.py`` checks both the bound and the equality).
 
 :meth:`VectorMatrix.search_quantized` is the faster, approximate path: an **int8 pre-filter in the principal
 subspace** (:class:`PcaPrefilter`: rows projected on the top 128 principal components of the index's own vectors,
@@ -28,130 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hybridmem.config import DEFAULT_STORE
+from hybridmem.int8scan import INT8_EPSILON, Int8Rows, quantize_rows
+from hybridmem.kernels import gathered_scores, loaded_kernels
 
-# Absolute slack added to every int8 error bound: covers float32 rounding in the int8 kernel's dequantization and in the
-# float32 rescoring (both are ~1e-7 for unit vectors), a hundred times over.
-INT8_EPSILON = 1e-5
-
-
-def _quantized_engine():  # noqa: ANN202
-    """torch, when its fbgemm/x86 int8 kernels are available, else None (then exact search scans float32)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    engines = getattr(torch.backends.quantized, "supported_engines", [])
-    if not ({"x86", "fbgemm"} & set(engines)) or not hasattr(torch.ops.quantized, "linear_dynamic"):
-        return None
-    return torch
-
-
-def quantize_rows(matrix: np.ndarray, block: int = 8192) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each row as int8 with its own scale (``x ~ scale * w``, ``scale = max|x| / 127``): ``(w, scale, err, norm)``
-    with ``err = |x - scale * w|`` and ``norm = |scale * w|`` per row. Float32 rounding in these norms is ~1e-7, far
-    inside :data:`INT8_EPSILON`."""
-    n, dims = matrix.shape
-    w = np.empty((n, dims), dtype=np.int8)
-    scale = np.empty(n, dtype=np.float32)
-    err = np.empty(n, dtype=np.float32)
-    norm = np.empty(n, dtype=np.float32)
-    for i in range(0, n, block):
-        x = np.asarray(matrix[i : i + block], dtype=np.float32)
-        absmax = np.abs(x).max(axis=1)
-        sc = np.where(absmax > 0, absmax / np.float32(127.0), np.float32(1.0)).astype(np.float32)
-        q = np.rint(x / sc[:, None])
-        w[i : i + block] = q
-        scale[i : i + block] = sc
-        deq = q * sc[:, None]
-        err[i : i + block] = np.sqrt(np.einsum("ij,ij->i", x - deq, x - deq))
-        norm[i : i + block] = np.sqrt(np.einsum("ij,ij->i", deq, deq))
-    return w, scale, err, norm
-
-
-@dataclass
-class Int8Rows:
-    """Each row quantized to int8 with its own scale (``x ~ scale * w``), prepacked for fbgemm's int8 GEMM, with the
-    norms that bound the error of a score computed from it.
-
-    For a query ``q``, fbgemm quantizes ``q`` to 7-bit unsigned (``reduce_range``: no int16 saturation in the
-    kernel) with step ``(max(q, 0) - min(q, 0)) / 127``, so ``|q - q'|`` is at most ``sqrt(d) * step / 2``. The
-    approximate score ``q' . x'`` then differs from the exact ``q . x`` by at most
-    ``|q| * |x - x'| + |q - q'| * |x'|`` (Cauchy-Schwarz on ``q . (x - x') + (q - q') . x'``), plus
-    :data:`INT8_EPSILON` for float rounding. ``err`` holds ``|x - x'|`` and ``norm`` holds ``|x'|`` per row, both
-    rounded up.
-    """
-
-    packed: object
-    err: np.ndarray
-    norm: np.ndarray
-    dims: int
-
-    @classmethod
-    def build(cls, matrix: np.ndarray, block: int = 8192) -> "Int8Rows | None":
-        """Quantize ``matrix`` (about 0.5 s per 100k x 384 rows); None when torch's int8 kernels are unavailable."""
-        torch = _quantized_engine()
-        if torch is None or matrix.ndim != 2 or matrix.shape[0] == 0:
-            return None
-        n, dims = matrix.shape
-        w, scale, err, norm = quantize_rows(matrix, block)
-        import warnings
-
-        with warnings.catch_warnings():  # quantized tensor constructors warn of a future move to torchao
-            warnings.simplefilter("ignore")
-            qw = torch._make_per_channel_quantized_tensor(  # noqa: SLF001
-                torch.from_numpy(w), torch.from_numpy(scale.astype(np.float64)), torch.zeros(n, dtype=torch.int64), 0)
-            packed = torch.ops.quantized.linear_prepack(qw, None)
-        return cls(packed=packed, err=err, norm=norm, dims=dims)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes a scan reads: the int8 rows."""
-        return int(self.err.shape[0] * self.dims)
-
-    def approx(self, query: np.ndarray) -> np.ndarray:
-        """Approximate scores of every row: one int8 product."""
-        import torch
-
-        q = np.array(query, dtype=np.float32)  # a writeable copy: torch wraps only writeable memory
-        with torch.inference_mode():
-            return torch.ops.quantized.linear_dynamic(torch.from_numpy(q)[None], self.packed, True)[0].numpy()
-
-    def scores(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Approximate scores of every row and each one's error bound: ``|exact - approx| <= bound``."""
-
-        q = np.array(query, dtype=np.float32)  # a writeable copy: torch wraps only writeable memory
-        approx = self.approx(q)
-        step = (max(float(q.max()), 0.0) - min(float(q.min()), 0.0)) / 127.0
-        q_err = float(np.sqrt(q.shape[0])) * step / 2.0
-        bound = self.err * float(np.linalg.norm(q))
-        bound += q_err * self.norm
-        bound += INT8_EPSILON
-        return approx, bound
-
-    def candidates(
-        self, query: np.ndarray, k: int, mask: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every row (in ``mask``) that can be among the exact top ``k``, in row order, with its approximate score
-        and the upper bound of its exact score: ``(rows, approx, hi)``.
-
-        With ``lo``/``hi`` the bounds of each row's exact score and ``L`` the k-th largest ``lo``, at least k rows
-        score ``>= L``, so the k-th exact score is ``>= L`` and a row with ``hi < L`` cannot be in the top k.
-        """
-        approx, bound = self.scores(query)
-        lo = approx - bound
-        hi = approx + bound
-        if mask is not None:
-            lo[~mask] = -np.inf
-            hi[~mask] = -np.inf
-            k = min(k, int(mask.sum()))
-            if k == 0:
-                empty = np.empty(0, dtype=np.int64)
-                return empty, empty.astype(np.float32), empty.astype(np.float32)
-        n = lo.shape[0]
-        k = min(k, n)
-        threshold = np.partition(lo, n - k)[n - k]
-        rows = np.flatnonzero(hi >= threshold)
-        return rows, approx[rows], hi[rows]
+__all__ = ["INT8_EPSILON", "Int8Rows", "PcaPrefilter", "ScopedRows", "VectorMatrix", "matvec", "quantize_rows",
+           "rows_matvec", "top_rows"]
 
 
 @dataclass
@@ -164,7 +45,7 @@ class PcaPrefilter:
     kept per row, and ``(q - m) . (x - m)`` is approximated in the principal subspace, where sentence embeddings keep
     most of their variance (82% of SciFact's MiniLM vectors in 128 of 384 dims). The approximate scores only choose
     which rows to rescore; the rescoring is exact. The basis is fitted on a seeded sample of the rows (no queries, no
-    labels). Without torch's int8 kernels the projection is scanned in float32.
+    labels). Without the int8 kernel (numba) the projection is scanned in float32.
     """
 
     mean: np.ndarray
@@ -172,8 +53,14 @@ class PcaPrefilter:
     offset: np.ndarray  # m . x per row
     int8: Int8Rows | None
     projected: np.ndarray | None  # float32 rows, only when int8 is None
+    _basis_rows: np.ndarray = field(init=False, repr=False)  # the basis as rows (dims, input dims), C order
+    _all_rows: np.ndarray = field(init=False, repr=False)
 
     SAMPLE = 10_000
+
+    def __post_init__(self) -> None:
+        self._basis_rows = np.ascontiguousarray(self.basis.T)
+        self._all_rows = np.arange(self._basis_rows.shape[0])
 
     @classmethod
     def build(cls, matrix: np.ndarray, dims: int, block: int = 16384) -> "PcaPrefilter":
@@ -201,7 +88,8 @@ class PcaPrefilter:
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """Approximate ``q . x`` of every row, up to a constant: fit for choosing rows, not for reporting."""
-        qp = matvec(self.basis.T, np.asarray(query, dtype=np.float32) - self.mean)
+        # the projection through the same gather kernel as the rescoring: no thread pool woken before the int8 scan
+        qp = rows_matvec(self._basis_rows, self._all_rows, np.asarray(query, dtype=np.float32) - self.mean)
         approx = self.int8.approx(qp) if self.int8 is not None else matvec(self.projected, qp)
         approx += self.offset
         return approx
@@ -252,15 +140,13 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 
 def rows_matvec(matrix: np.ndarray, rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``matrix[rows] @ vector``, the same bits as :func:`matvec` of the gathered rows. With torch loaded the gather
-    is torch's ``index_select`` (both cores; numpy's fancy indexing took 0.47 ms of a 1.9 ms quantized search for 1,085
-    rows of 100k here, ``index_select`` + ``mv`` 0.09 ms)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.flags.c_contiguous and \
-            matrix.flags.writeable and rows.shape[0]:
-        with torch.inference_mode():
-            picked = torch.from_numpy(matrix).index_select(0, torch.from_numpy(np.asarray(rows, dtype=np.int64)))
-            return torch.mv(picked, torch.from_numpy(np.array(vector, dtype=np.float32))).numpy()
+    """``matrix[rows] @ vector`` (the exact float32 rescoring of shortlisted rows) through the compiled gather kernel
+    (:func:`hybridmem.kernels.gathered_scores`) once it is loaded: no copy of the rows, and no thread pool left
+    spinning after it (torch's ``index_select`` + ``mv`` here left OpenMP threads spinning into the next query's int8
+    scan: quantized search 2.0 -> 2.7 ms). Before that, or without numba, one product over the gathered rows."""
+    if rows.shape[0] and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.flags.c_contiguous and \
+            loaded_kernels() is not None:
+        return gathered_scores(matrix, rows, vector)
     return matvec(matrix[rows], vector)
 
 
@@ -376,11 +262,19 @@ class VectorMatrix(ScopedRows):
             rows, approx, hi = int8.candidates(q, k, mask)
             if rows.shape[0] <= len(self) // 8:  # else (a zero query: every bound ties) the full scan is cheaper
                 return self._rescore_bounded(q, k, rows, approx, hi) if rows.shape[0] else []
-        scores = matvec(self.matrix, q)
-        if mask is None:
-            return self._top(np.arange(len(self)), scores, k)
-        rows = np.flatnonzero(mask)
-        return self._top(rows, scores[rows], min(k, rows.shape[0])) if rows.shape[0] else []
+        rows = np.flatnonzero(mask) if mask is not None else np.arange(len(self))
+        if not rows.shape[0]:
+            return []
+        return self._top(rows, self._exact_scores(q, rows, mask is None), min(k, rows.shape[0]))
+
+    def _exact_scores(self, q: np.ndarray, rows: np.ndarray, every_row: bool = False) -> np.ndarray:
+        """Float32 scores of ``rows``: by the gather kernel that rescores the int8 scan's shortlist once the kernels
+        are loaded (the int8 copy's background build loads them), so from then on a row's score is the same bits
+        whichever path computed it; before that (a one-shot search, a small matrix), one product over the matrix
+        (``every_row``) or over the gathered rows."""
+        if every_row and loaded_kernels() is None:
+            return matvec(self.matrix, q)
+        return rows_matvec(self.matrix, rows, q)
 
     def _rescore_bounded(
         self, q: np.ndarray, k: int, rows: np.ndarray, approx: np.ndarray, hi: np.ndarray
@@ -393,17 +287,16 @@ class VectorMatrix(ScopedRows):
         first_n = 2 * k
         if rows.shape[0] <= 2 * first_n:
             self.last_rescored = int(rows.shape[0])
-            return self._top(rows, rows_matvec(self.matrix, rows, q), k)
+            return self._top(rows, self._exact_scores(q, rows), k)
         first = np.argpartition(approx, rows.shape[0] - first_n)[rows.shape[0] - first_n :]
-        first_scores = rows_matvec(self.matrix, rows[first], q)
+        first_scores = self._exact_scores(q, rows[first])
         kth = np.partition(first_scores, first_n - k)[first_n - k]
         more = hi >= kth
         more[first] = False
         rest = np.flatnonzero(more)
         picked = np.concatenate([rows[first], rows[rest]])
         self.last_rescored = int(picked.shape[0])
-        scores = np.concatenate([first_scores, rows_matvec(self.matrix, rows[rest], q)]) if rest.shape[0] else \
-            first_scores
+        scores = np.concatenate([first_scores, self._exact_scores(q, rows[rest])]) if rest.shape[0] else first_scores
         return self._top(picked, scores, k)
 
     def search_batch(self, queries: np.ndarray, k: int, block: int = 64) -> list[list[tuple[int, float]]]:
@@ -461,7 +354,7 @@ class VectorMatrix(ScopedRows):
             if mask is not None:
                 rows = rows[mask[rows]]
         self.last_rescored = int(rows.shape[0])
-        return self._top(rows, rows_matvec(self.matrix, rows, q), min(k, rows.shape[0]))
+        return self._top(rows, self._exact_scores(q, rows), min(k, rows.shape[0]))
 
     def vector(self, chunk_id: int) -> np.ndarray | None:
         if self._row_of is None:

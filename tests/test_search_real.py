@@ -179,7 +179,8 @@ def test_onnx_rankings_equal_torch_rankings_on_the_demo_set(demo_index, onnx_emb
 
 def test_an_onnx_copy_that_differs_is_refused_and_torch_answers(demo_index, monkeypatch):
     """The check after export is what makes the copy safe: one whose vectors differ by more than the tolerance (here,
-    1e-5 a component, as a mis-exported graph would) is refused, and queries keep the eager, encode-identical vectors."""
+    1e-5 a component, as a mis-exported graph would) is refused, and queries keep the eager vectors, which are
+    encode's bit for bit."""
     import onnxruntime
 
     from hybridmem.embeddings.local import _OnnxQueryModel

@@ -1,6 +1,7 @@
 """The in-memory vector matrix: exact search against brute force and sqlite-vec, the int8-bounded exact scan against
-the float32 scan (its error bound, and equal results), the binary pre-filter + exact rescoring path against exact
-search (synthetic clustered vectors, and real all-MiniLM-L6-v2 vectors in a slow test)."""
+the float32 scan (its error bound, and equal results), the quantized path (int8 principal-subspace pre-filter + exact
+rescoring) against exact search (synthetic clustered vectors, and real all-MiniLM-L6-v2 vectors in a slow test). The
+int8 kernel is checked against float64 row by row and split across threads exactly as it runs alone."""
 
 from __future__ import annotations
 
@@ -100,12 +101,10 @@ def test_pca_prefilter_scores_are_q_dot_x_up_to_a_constant(kernel: str, monkeypa
     """With every principal component kept, the pre-filter's score is ``q . x`` shifted by one constant per query
     (``m . m - q . m``), so it orders rows as the exact scan does, up to int8 rounding; with fewer components it is
     the projection's. The basis is orthonormal and fitted without queries."""
-    import sys
-
     from hybridmem.vectors import PcaPrefilter
 
-    if kernel == "float32":
-        monkeypatch.setitem(sys.modules, "torch", None)  # no int8 kernels: the projection is scanned in float32
+    if kernel == "float32":  # no int8 kernel (numba missing): the projection is scanned in float32
+        monkeypatch.setattr("hybridmem.int8scan.load_kernels", lambda: None)
     v = clustered(3000, dims=48, centers=40, seed=51)
     full = PcaPrefilter.build(v, 48)
     np.testing.assert_allclose(full.basis.T @ full.basis, np.eye(48), atol=1e-5)
@@ -153,7 +152,7 @@ def test_quantized_scoped_search_rescores_only_rows_in_scope() -> None:
 
 # -- int8-bounded exact scan ---------------------------------------------------------------------------------------
 needs_int8 = pytest.mark.skipif(Int8Rows.build(np.ones((2, 4), np.float32)) is None,
-                                reason="torch's int8 kernels are not available here")
+                                reason="the int8 kernel (numba) is not available here")
 
 
 @needs_int8
@@ -168,7 +167,7 @@ def test_int8_error_bound_holds_for_every_row(kind: str) -> None:
         v = v * rng.uniform(0.01, 30, (3000, 1)).astype(np.float32)
         v[7] = 0.0
     rows = Int8Rows.build(v)
-    assert rows is not None and rows.nbytes == v.shape[0] * v.shape[1]
+    assert rows is not None and rows.nbytes == v.shape[0] * (v.shape[1] + 4)  # int8 rows and a float32 scale each
     for q in list(rng.standard_normal((20, 96)).astype(np.float32) * 3) + list(clustered(10, dims=96, seed=22)):
         approx, bound = rows.scores(q)
         exact = v.astype(np.float64) @ q.astype(np.float64)
@@ -215,7 +214,11 @@ def test_int8_copy_waits_for_the_second_search() -> None:
         import time
 
         time.sleep(0.02)
-    assert first == second == vm.search(q, 10)
+    third = vm.search(q, 10)
+    # the same rows in the same order; before the int8 copy (and its kernels) are loaded, scores come from one float32
+    # product over the matrix and may differ from the gather kernel's in the last bit
+    assert [c for c, _ in first] == [c for c, _ in second] == [c for c, _ in third]
+    np.testing.assert_allclose([s for _, s in first], [s for _, s in third], atol=1e-6)
     assert matrix_of(v, int8_min_rows=0).int8 is None and matrix_of(v, int8_min_rows=5000).int8 is None
 
 
@@ -334,3 +337,43 @@ def test_ties_at_the_kth_score_go_to_the_smallest_chunk_ids(int8_min_rows: int) 
     want = sorted(int(i) for i in ids[dup_rows])[:10]
     assert [c for c, _ in vm.search(dup, 10)] == want
     assert [c for c, _ in vm.search(np.zeros(32, np.float32), 10)] == list(range(1, 11))
+
+
+@needs_int8
+def test_int8_kernel_split_over_threads_equals_one_pass() -> None:
+    """Rows are scored by the same kernel whichever thread takes them: a scan split over threads is bit-identical to
+    one pass, and both are within the float32 part of the bound of the float64 product."""
+    from hybridmem.int8scan import _UNIT_ROUNDOFF
+    from hybridmem.kernels import int8_scores, load_kernels
+
+    rng = np.random.default_rng(61)
+    w = rng.integers(-127, 128, (70_000, 200), dtype=np.int8)
+    scale = rng.uniform(1e-4, 1e-2, 70_000).astype(np.float32)
+    q = rng.standard_normal(200).astype(np.float32) * 3
+    split = int8_scores(w, scale, q)
+    whole = np.empty(70_000, np.float32)
+    load_kernels().int8(w, scale, q, whole, 0, 70_000)
+    assert np.array_equal(split, whole)
+    exact = (w.astype(np.float64) @ q.astype(np.float64)) * scale
+    gamma = 201 * _UNIT_ROUNDOFF / (1 - 201 * _UNIT_ROUNDOFF)
+    limit = gamma * (np.abs(w.astype(np.float64)) @ np.abs(q.astype(np.float64))) * scale
+    assert np.all(np.abs(split - exact) <= limit)
+
+
+@needs_int8
+def test_kernels_refuse_a_query_of_the_wrong_width_and_rows_out_of_range() -> None:
+    """The compiled kernels do not bounds-check, so their wrappers do: a mismatched query or row index is an error,
+    never a read past the matrix."""
+    from hybridmem.kernels import gathered_scores, int8_scores
+
+    m = unit(np.random.default_rng(71).standard_normal((100, 16)))
+    rows = Int8Rows.build(m)
+    with pytest.raises(ValueError, match="shape"):
+        int8_scores(rows.w, rows.scale, np.ones(17, np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        gathered_scores(m, np.arange(3), np.ones(8, np.float32))
+    with pytest.raises(IndexError):
+        gathered_scores(m, np.array([0, 100]), np.ones(16, np.float32))
+    with pytest.raises(IndexError):
+        gathered_scores(m, np.array([-1]), np.ones(16, np.float32))
+    np.testing.assert_allclose(gathered_scores(m, np.array([5, 2]), m[0]), m[[5, 2]] @ m[0], atol=1e-6)
