@@ -116,9 +116,9 @@ class EmbeddingConfig:
     max_batch_chars: int = 200_000
     fallback: tuple[str, ...] = ()  # providers tried after the primary when provider='auto'
     # How the local provider embeds one query. "onnx": the model exported to ONNX Runtime (built in the background from
-    # a process's second query, checked against torch within 1e-6 a component; 12.6 -> 7.5 ms a query here, README,
-    # Benchmarks); "torch": the eager model, bit for bit what SentenceTransformer.encode gives. Documents always go
-    # through encode.
+    # a process's second query, checked against torch within 1e-6 a component; 9.0 ms a query against eager torch's
+    # 15.2 in `hybridmem bench`, README, Benchmarks); "torch": the eager model, bit for bit what
+    # SentenceTransformer.encode gives. Documents always go through encode.
     query_runtime: str = "onnx"
 
     def __post_init__(self) -> None:
