@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hybridmem.config import DEFAULT_STORE
-from hybridmem.int8scan import INT8_EPSILON, Int8Rows, quantize_rows
+from hybridmem.int8scan import Int8Rows
 from hybridmem.kernels import gathered_scores, loaded_kernels
 
-__all__ = ["INT8_EPSILON", "Int8Rows", "PcaPrefilter", "ScopedRows", "VectorMatrix", "matvec", "quantize_rows",
-           "rows_matvec", "top_rows"]
+__all__ = ["Int8Rows", "PcaPrefilter", "ScopedRows", "VectorMatrix", "matvec", "rows_matvec", "top_rows"]
 
 
 @dataclass
