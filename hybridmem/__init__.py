@@ -3,7 +3,7 @@
 from hybridmem.config import RankConfig, Settings, load_settings
 from hybridmem.errors import HybridMemError
 from hybridmem.index import MemoryIndex, SearchResponse
-from hybridmem.models import Candidates, Document, Hit, Ranking
+from hybridmem.records import Candidates, Document, Hit, Ranking
 
 __all__ = [
     "Candidates", "Document", "Hit", "HybridMemError", "MemoryIndex", "RankConfig", "Ranking", "SearchResponse",

@@ -17,7 +17,7 @@ import re
 from typing import Iterator, Sequence
 
 from hybridmem.config import ChunkingConfig
-from hybridmem.models import Chunk
+from hybridmem.records import Chunk
 
 _LINE_RE = re.compile(r"\r\n|\r|\n")
 

@@ -25,7 +25,7 @@ from hybridmem.config import INDEX_DIRNAME, INDEX_FILENAME, RankConfig, Settings
 from hybridmem.embeddings import Embedder, create_embedder
 from hybridmem.errors import HybridMemError, PathError, ProviderError, WorkspaceError
 from hybridmem.indexer import Progress, SyncReport, apply_documents, document_hash, file_row, sync_documents
-from hybridmem.models import Candidates, Document, Hit, Ranking
+from hybridmem.records import Candidates, Document, Hit, Ranking
 from hybridmem.retrieve import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_tokenizer_spec

@@ -1,6 +1,6 @@
 """Incremental indexing: documents in, chunks + FTS tokens + vectors out, by content hash.
 
-Shared by workspace sync and by evaluation corpora (any iterable of :class:`~hybridmem.models.Document`), so both go
+Shared by workspace sync and by evaluation corpora (any iterable of :class:`~hybridmem.records.Document`), so both go
 through the same chunking, tokenization, embedding cache and store code.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
-from hybridmem.models import Document
+from hybridmem.records import Document
 from hybridmem.store import Store
 from hybridmem.tokenization import tokenize
 

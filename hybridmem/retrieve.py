@@ -13,7 +13,7 @@ import numpy as np
 
 from hybridmem.config import TokenizerConfig
 from hybridmem.keywords import KeywordIndex
-from hybridmem.models import Candidates, ChunkInfo, LegHit, TokenSet
+from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_query, query_terms
 

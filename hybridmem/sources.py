@@ -1,4 +1,4 @@
-"""Finding what to index in a workspace and reading it into :class:`~hybridmem.models.Document` objects.
+"""Finding what to index in a workspace and reading it into :class:`~hybridmem.records.Document` objects.
 
 Memory files: ``MEMORY.md``, ``memory.md``, ``memory/**/*.md`` and configured extra paths (files or folders); ``.md``
 only; symlinks skipped; deduplicated by realpath; ``.git``, ``node_modules``, ``.venv`` and the index's own folder
@@ -16,7 +16,7 @@ from typing import Iterator
 
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
-from hybridmem.models import Document
+from hybridmem.records import Document
 from hybridmem.sessions import compile_redactions, parse_transcript
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")

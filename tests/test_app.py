@@ -18,7 +18,7 @@ from hybridmem.config import PRESETS, RankConfig
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.eval import Evaluator
 from hybridmem.index import MemoryIndex
-from hybridmem.models import Candidates, ChunkInfo, LegHit
+from hybridmem.records import Candidates, ChunkInfo, LegHit
 from hybridmem.ranking import rank
 from hybridmem.workbench import state, views
 

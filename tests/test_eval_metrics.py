@@ -12,7 +12,7 @@ from hybridmem.eval.datasets import Dataset, Evidence, Query
 from hybridmem.eval.metrics import MetricError, QueryRuns, Scorer, depth_for, parse_metric
 from hybridmem.eval.runner import Evaluator
 from hybridmem.eval.units import hits_within_budget, judged_units
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 L2 = math.log2
 

@@ -91,7 +91,7 @@ def test_compare_and_categories(demo_eval):
 def test_query_scope_matches_search_with_path_prefix(tmp_path):
     """A scoped query (LoCoMo: its own conversation) retrieves as search(path_prefix=...) does."""
     from hybridmem.eval.datasets import Dataset, Query
-    from hybridmem.models import Document
+    from hybridmem.records import Document
 
     docs = (Document("a/s1", "Caroline went hiking\nMel painted"), Document("b/s1", "Caroline went hiking too"))
     ds = Dataset("scoped", "evidence", (Query("q", "Caroline hiking", scope="a/"),),

@@ -9,7 +9,7 @@ from hybridmem.config import Settings
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import PathError, WorkspaceError
 from hybridmem.index import MemoryIndex
-from hybridmem.models import Document
+from hybridmem.records import Document
 from hybridmem.sources import discover
 from tests.conftest import write
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hybridmem.config import REFERENCE_RANKING, RankConfig
 from hybridmem.errors import ConfigError
-from hybridmem.models import Candidates, ChunkInfo, Hit, LegHit
+from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit
 from hybridmem.ranking import (
     ScoredLeg,
     citation,
@@ -567,7 +567,7 @@ def test_zscore_normalization_exact():
 def test_token_set_splits_on_first_use_and_behaves_as_the_frozenset():
     """Chunk loading keeps the stored token column unsplit; MMR's Jaccard, equality and hashing see the same set the
     eager ``frozenset(tokens.split())`` gave."""
-    from hybridmem.models import TokenSet
+    from hybridmem.records import TokenSet
     from hybridmem.ranking.mmr import TokenBits, jaccard
 
     lazy = TokenSet("payment retry payment backoff")

@@ -38,7 +38,7 @@ from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
 from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
 from hybridmem.eval.units import judged_units
 from hybridmem.index import MemoryIndex
-from hybridmem.models import Candidates
+from hybridmem.records import Candidates
 from hybridmem.ranking import rank
 from hybridmem.retrieve import Scope
 

@@ -27,7 +27,7 @@ from typing import AbstractSet, Callable, Container, Sequence
 
 import numpy as np
 
-from hybridmem.models import ChunkInfo
+from hybridmem.records import ChunkInfo
 
 __all__ = ["TokenBits", "chunk_similarity", "cosine", "jaccard", "mmr_select"]
 

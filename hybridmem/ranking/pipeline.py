@@ -18,7 +18,7 @@ Stages, in the reference system's order:
 
 Example:
     >>> from hybridmem.config import RankConfig
-    >>> from hybridmem.models import Candidates, ChunkInfo, LegHit
+    >>> from hybridmem.records import Candidates, ChunkInfo, LegHit
     >>> chunk = ChunkInfo(1, "MEMORY.md", "memory", 3, 3, "car repair notes", 0.0, True, frozenset({"car"}))
     >>> cands = Candidates("car", ("car",), keyword=(LegHit(1, -2.0, 1),), vector=(LegHit(1, 0.4, 1),),
     ...                    chunks={1: chunk}, pool=24)
@@ -34,7 +34,7 @@ from itertools import chain, zip_longest
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.models import Candidates, Hit, LegHit, Ranking
+from hybridmem.records import Candidates, Hit, LegHit, Ranking
 
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import ScoredLeg, get_fusion

@@ -16,7 +16,7 @@ import streamlit as st
 
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.models import Ranking
+from hybridmem.records import Ranking
 from hybridmem.ranking import rank
 from hybridmem.workbench import state, views
 

@@ -22,7 +22,7 @@ from hybridmem.config import DEFAULT_RANKING, RankConfig, Settings, load_setting
 from hybridmem.embeddings import Embedder, create_embedder
 from hybridmem.errors import HybridMemError, ProviderError, WorkspaceError
 from hybridmem.index import MemoryIndex
-from hybridmem.models import Candidates, Hit
+from hybridmem.records import Candidates, Hit
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS_DIR = Path(os.environ.get("HYBRIDMEM_DATASETS", ROOT / "datasets"))

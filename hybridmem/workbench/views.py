@@ -17,7 +17,7 @@ import streamlit as st
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.index import MemoryIndex
-from hybridmem.models import Hit, Ranking
+from hybridmem.records import Hit, Ranking
 from hybridmem.ranking import ScoredLeg, get_fusion, match_spans
 from hybridmem.workbench import state
 

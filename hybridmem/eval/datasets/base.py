@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 from hybridmem.config import ChunkingConfig
 from hybridmem.errors import DatasetError
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 KINDS = ("documents", "evidence")
 REPO_ROOT = Path(__file__).resolve().parents[3]

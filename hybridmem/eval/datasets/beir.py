@@ -1,6 +1,6 @@
 """BEIR-format folders (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``): SciFact and any other.
 
-Each corpus document becomes one :class:`~hybridmem.models.Document` whose path is the BEIR ``_id``, text
+Each corpus document becomes one :class:`~hybridmem.records.Document` whose path is the BEIR ``_id``, text
 ``title`` + newline + ``text``, evergreen (no dates, so decay never applies). A query's split is the qrels file that
 judges it (``test.tsv`` -> ``test``). qrels files may have CRLF line endings and a ``query-id corpus-id score`` header.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 from hybridmem.config import DOCUMENT_CHUNKING
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Query, read_jsonl, read_provenance
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

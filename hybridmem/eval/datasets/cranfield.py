@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Query, data_dir, read_provenance
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 _FIELD = re.compile(r"^\.([ITABW])\b ?(.*)$")
 

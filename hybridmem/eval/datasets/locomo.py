@@ -23,7 +23,7 @@ from pathlib import Path
 
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Evidence, Query, data_dir, read_provenance
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 TRAIN_CONVERSATIONS = 5
 _ID = re.compile(r"^D:?(\d+):0*(\d+)$")

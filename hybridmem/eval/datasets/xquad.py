@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Query, data_dir, read_provenance
-from hybridmem.models import Document
+from hybridmem.records import Document
 
 LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh")
 
