@@ -7,13 +7,18 @@ exit with status 2; nothing prints a traceback unless ``HYBRIDMEM_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
 from hybridmem.errors import HybridMemError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hybridmem.sync import SyncReport
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -26,7 +31,7 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
     return wrap
 
 
-def _print_json(obj: Any) -> None:
+def print_json(obj: Any) -> None:
     print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
 
 
@@ -71,7 +76,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from hybridmem.index import default_index_path
-        from hybridmem.reindex import open_or_quarantine
+        from hybridmem.sync.reindex import open_or_quarantine
 
         target = args.index or default_index_path(Path(args.workspace).absolute())
         idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target)
@@ -79,11 +84,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
     with idx_cm as idx:
         report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json))
-        st = idx.status()
-    out = {**report.to_dict(), "provider": st["provider"], "model": st["model"], "dims": st["dims"],
-           "index_path": st["index_path"]}
+        status = idx.status()
+    out = {**report.to_dict(), "provider": status["provider"], "model": status["model"], "dims": status["dims"],
+           "index_path": status["index_path"]}
     if args.json:
-        _print_json(out)
+        print_json(out)
     else:
         print(f"indexed {out['files']} files, {out['chunks']} chunks in {report.seconds:.2f}s "
               f"(added {report.added}, changed {report.changed}, deleted {report.deleted}, unchanged {report.unchanged}; "
@@ -91,8 +96,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(f"provider {out['provider']} {out['model']} ({out['dims']} dims) -> {out['index_path']}")
         for w in report.warnings:
             print(f"warning: {w}", file=sys.stderr)
-        if st.get("fallback_reason"):
-            print(f"note: {st['fallback_reason']}", file=sys.stderr)
+        if status.get("fallback_reason"):
+            print(f"note: {status['fallback_reason']}", file=sys.stderr)
     return 0
 
 
@@ -100,12 +105,12 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Show what the index holds."""
     with open_index(args) as idx:
-        st = idx.status()
-    st.pop("last_sync_report", None)
+        status = idx.status()
+    status.pop("last_sync_report", None)
     if args.json:
-        _print_json(st)
+        print_json(status)
     else:
-        for k, v in st.items():
+        for k, v in status.items():
             print(f"{k:>16}: {v}")
     return 0
 
@@ -166,7 +171,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         out = resp.to_dict()
         if args.explain:
             out["candidates"] = [h.__dict__ | {"text": None} for h in resp.ranking.candidates]
-        _print_json(out)
+        print_json(out)
         return 0
     if not resp.results:
         print("no results")
@@ -193,7 +198,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     with open_index(args, keyword_only=True) as idx:
         out = idx.get(args.path, from_line=args.from_line, lines=args.lines)
     if args.json:
-        _print_json(out)
+        print_json(out)
     else:
         print(out["text"])
     return 0
@@ -244,26 +249,71 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--from", dest="from_line", type=int, default=None)
     sp.add_argument("--lines", type=int, default=None)
 
-    for extra in _EXTENSIONS:
-        extra(sub)
+    _add_watch_parser(sub)
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module).add_parsers(sub)
     return p
 
 
-# Other modules (eval, bench, watch) register their subcommands here.
-_EXTENSIONS: list[Callable[[Any], None]] = []
+# Modules that define subcommands of their own: each has ``add_parsers(sub)`` and ``@command`` functions.
+SUBCOMMAND_MODULES = ("hybridmem.eval.cli", "hybridmem.bench")
 
 
-def _load_extensions() -> None:
-    for mod in ("hybridmem.eval.cli", "hybridmem.bench", "hybridmem.watch"):
-        try:
-            __import__(mod)
-        except ImportError as exc:
-            if exc.name is None or not exc.name.startswith("hybridmem"):
-                raise
+def _add_watch_parser(sub: Any) -> None:
+    sp = sub.add_parser("watch", help="keep the index fresh: sync on file changes (debounced) and on an interval")
+    sp.add_argument("workspace", nargs="?", default=".", help="memory workspace (default: .)")
+    sp.add_argument("--index", default=None, help="index file (default: WORKSPACE/.hybridmem/index.sqlite)")
+    sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per sync")
+    sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
+    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
+                    help="quiet time after a change before syncing (default: sync.watch_debounce_s)")
+    sp.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                    help="also sync every SECONDS (default: sync.interval_s; 0 = off)")
+    sp.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after SECONDS")
+
+
+
+def _sync_line(report: SyncReport, as_json: bool) -> str:
+    if as_json:
+        return json.dumps(report.to_dict(), default=str)
+    return (f"synced {report.files} files, {report.chunks} chunks in {report.seconds:.2f}s (added {report.added}, "
+            f"changed {report.changed}, deleted {report.deleted}"
+            + (", full reindex" if report.full_reindex else "") + ")"
+            + "".join(f"\nwarning: {w}" for w in report.warnings))
+
+
+@command("watch")
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Sync once, then on every change until interrupted (or ``--duration`` seconds)."""
+    from hybridmem.watch import Watcher
+
+    with open_index(args, keyword_only=args.keyword_only) as idx:
+        print(_sync_line(idx.sync(), args.json), flush=True)
+
+        def on_report(r: SyncReport) -> None:
+            print(_sync_line(r, args.json), flush=True)
+
+        def on_error(exc: BaseException) -> None:
+            print(f"hybridmem: sync failed: {exc}", file=sys.stderr, flush=True)
+
+        watcher = Watcher(idx, args.debounce, args.interval, on_report, on_error)
+        if not args.json:
+            print(f"watching {', '.join(str(r) for r in watcher.roots())} (debounce {watcher.debounce_s:g}s"
+                  + (f", every {watcher.interval_s:g}s" if watcher.interval_s else "") + "); Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+        with watcher:
+            try:
+                deadline = None if args.duration is None else time.monotonic() + args.duration
+                while deadline is None or time.monotonic() < deadline:
+                    time.sleep(0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic())))
+            except KeyboardInterrupt:
+                pass
+            watcher.wait_idle(timeout=60)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _load_extensions()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

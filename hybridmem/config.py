@@ -11,7 +11,7 @@ measured on labeled data (see the comment on :data:`DEFAULT_RANKING`).
 Example:
     >>> s = Settings()
     >>> s.ranking.vector_weight
-    0.7
+    0.5
     >>> s.override(ranking={"fusion": "rrf"}).ranking.fusion
     'rrf'
 """
@@ -50,6 +50,14 @@ def _check(cond: bool, name: str, value: Any, expected: str) -> None:
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     _check(value in choices, name, value, "one of " + ", ".join(choices))
+
+
+# Fallbacks at run time (hybridmem/fallback.py, hybridmem/retrieve/failover.py): a failed primary search backend is
+# retried after this many seconds; an embedding provider is replaced after this many consecutive errors.
+BACKEND_RETRY_AFTER_S = 60.0
+FAILOVER_ERRORS = 3
+# A query is cut to this many characters before it is embedded (search and eval alike).
+MAX_QUERY_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -281,7 +289,10 @@ class StoreConfig:
     # vec0 KNN on disk, no matrix in memory.
     vector_search: str = "auto"
     busy_timeout_ms: int = 5000
-    # Exact search scans an int8 copy with error bounds (hybridmem/vectors.py) from this many rows up; 0 = never.
+    # The in-memory copy of the keyword postings (same scores as FTS5, ~10x faster), built in the background from a
+    # generation's second keyword query; False keeps every keyword query on FTS5.
+    keyword_memory: bool = True
+    # Exact search scans an int8 copy with error bounds (hybridmem/retrieve/vectors.py) from this many rows up; 0 = never.
     # Below ~20k rows the float32 scan takes under 2 ms and the copy is not worth its build (0.3 s per 100k rows).
     int8_min_rows: int = 20_000
     # "quantized" ranks rows by an int8 scan of their top prefilter_dims principal components and rescores the best

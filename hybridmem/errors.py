@@ -29,3 +29,7 @@ class DatasetError(HybridMemError):
 
 class WorkspaceError(HybridMemError):
     """The workspace folder does not exist or holds nothing to index."""
+
+
+class ArgumentError(HybridMemError, ValueError):
+    """An argument has an invalid value (a line number, a limit, a name); the message names the argument."""

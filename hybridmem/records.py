@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hybridmem.config import RankConfig
 
 
 @dataclass(frozen=True)
@@ -174,3 +177,39 @@ class Ranking:
     hits: tuple[Hit, ...]
     candidates: tuple[Hit, ...]
     rescued: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    """Results of one search, with the provider used and per-stage timings in milliseconds."""
+
+    query: str
+    results: tuple[Hit, ...]
+    ranking: Ranking
+    provider: str
+    model: str
+    fallback: bool
+    fallback_reason: str | None
+    timings: dict[str, float]
+    config: "RankConfig"
+    candidates: Candidates | None = field(default=None, repr=False)
+
+    def to_dict(self, citations: bool = True) -> dict[str, Any]:
+        results = []
+        for h in self.results:
+            item = {
+                "path": h.path, "start_line": h.start_line, "end_line": h.end_line, "score": round(h.final_score, 6),
+                "snippet": h.snippet, "source": h.source,
+                "vector_score": None if h.vector_score is None else round(h.vector_score, 6),
+                "text_score": None if h.text_score is None else round(h.text_score, 6),
+                "vector_rank": h.vector_rank, "text_rank": h.text_rank, "fused_score": round(h.fused_score, 6),
+                "decay_factor": round(h.decay_factor, 6),
+            }
+            if citations:
+                item["citation"] = h.citation
+            results.append(item)
+        return {
+            "query": self.query, "results": results, "provider": self.provider, "model": self.model,
+            "fallback": self.fallback, "fallback_reason": self.fallback_reason, "rescued": self.ranking.rescued,
+            "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
+        }

@@ -15,17 +15,13 @@ Example:
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from hybridmem.cli import _EXTENSIONS, command, open_index
-from hybridmem.indexer import SyncReport
+from hybridmem.sync.documents import SyncReport
 
 WATCHED_SUFFIXES = (".md", ".jsonl")
 
@@ -112,7 +108,7 @@ class Watcher:
         index: the index to keep fresh (must have a workspace).
         debounce_s: quiet time after the last change before syncing (default ``sync.watch_debounce_s``).
         interval_s: also sync every this many seconds; 0 disables (default ``sync.interval_s``).
-        on_report: called with each :class:`~hybridmem.indexer.SyncReport`.
+        on_report: called with each :class:`~hybridmem.sync.documents.SyncReport`.
         on_error: called with each exception a sync raised.
     """
 
@@ -233,60 +229,3 @@ class Watcher:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-# -- CLI ---------------------------------------------------------------------------------------------------------------
-
-
-def _add_parser(sub: Any) -> None:
-    sp = sub.add_parser("watch", help="keep the index fresh: sync on file changes (debounced) and on an interval")
-    sp.add_argument("workspace", nargs="?", default=".", help="memory workspace (default: .)")
-    sp.add_argument("--index", default=None, help="index file (default: WORKSPACE/.hybridmem/index.sqlite)")
-    sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
-    sp.add_argument("--json", action="store_true", help="one JSON object per sync")
-    sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
-    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
-                    help="quiet time after a change before syncing (default: sync.watch_debounce_s)")
-    sp.add_argument("--interval", type=float, default=None, metavar="SECONDS",
-                    help="also sync every SECONDS (default: sync.interval_s; 0 = off)")
-    sp.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after SECONDS")
-
-
-_EXTENSIONS.append(_add_parser)
-
-
-def _line(report: SyncReport, as_json: bool) -> str:
-    if as_json:
-        return json.dumps(report.to_dict(), default=str)
-    return (f"synced {report.files} files, {report.chunks} chunks in {report.seconds:.2f}s (added {report.added}, "
-            f"changed {report.changed}, deleted {report.deleted}"
-            + (", full reindex" if report.full_reindex else "") + ")"
-            + "".join(f"\nwarning: {w}" for w in report.warnings))
-
-
-@command("watch")
-def cmd_watch(args: argparse.Namespace) -> int:
-    """Sync once, then on every change until interrupted (or ``--duration`` seconds)."""
-    with open_index(args, keyword_only=args.keyword_only) as idx:
-        print(_line(idx.sync(), args.json), flush=True)
-
-        def on_report(r: SyncReport) -> None:
-            print(_line(r, args.json), flush=True)
-
-        def on_error(exc: BaseException) -> None:
-            print(f"hybridmem: sync failed: {exc}", file=sys.stderr, flush=True)
-
-        watcher = Watcher(idx, args.debounce, args.interval, on_report, on_error)
-        if not args.json:
-            print(f"watching {', '.join(str(r) for r in watcher.roots())} (debounce {watcher.debounce_s:g}s"
-                  + (f", every {watcher.interval_s:g}s" if watcher.interval_s else "") + "); Ctrl-C stops",
-                  file=sys.stderr, flush=True)
-        with watcher:
-            try:
-                deadline = None if args.duration is None else time.monotonic() + args.duration
-                while deadline is None or time.monotonic() < deadline:
-                    time.sleep(0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic())))
-            except KeyboardInterrupt:
-                pass
-            watcher.wait_idle(timeout=60)
-    return 0

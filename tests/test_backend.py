@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from embed_server import EmbedServer
 
-from hybridmem.backend import BackendManager, EmbedderFailover, Unavailable
+from hybridmem.fallback import BackendManager, Unavailable
+from hybridmem.retrieve.failover import EmbedderFailover
 from hybridmem.config import EmbeddingConfig, Settings
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import ProviderError

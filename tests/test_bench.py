@@ -100,7 +100,7 @@ def test_unknown_group_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_numpy_peer_equals_engine_exact_search() -> None:
     from hybridmem.bench.vectors import numpy_topk
-    from hybridmem.vectors import VectorMatrix
+    from hybridmem.retrieve.vectors import VectorMatrix
 
     rng = np.random.default_rng(3)
     m = rng.standard_normal((2000, 32)).astype(np.float32)

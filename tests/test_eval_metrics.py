@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from hybridmem.config import preset
 from hybridmem.eval.datasets import Dataset, Evidence, Query
 from hybridmem.eval.metrics import MetricError, QueryRuns, Scorer, depth_for, parse_metric
 from hybridmem.eval.runner import Evaluator

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from hybridmem.config import Settings
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import IndexCorruptError, PathError
 from hybridmem.index import MemoryIndex
-from hybridmem.reindex import leftovers
+from hybridmem.sync.reindex import leftovers
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ("alpha beta gamma delta payment retry backoff timing belt car repair kafka queue deploy rollback schema "
@@ -213,7 +212,7 @@ def test_truncated_index_file_is_corrupt_not_a_crash(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws", files=3, lines=10)
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         idx.sync()
-        idx.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        idx.store.checkpoint()
     index = ws / ".hybridmem" / "index.sqlite"
     data = index.read_bytes()
     index.write_bytes(data[:100] + b"\xff" * 50 + data[150:4096])

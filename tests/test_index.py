@@ -48,7 +48,7 @@ def test_incremental_sync_embeds_only_changes(workspace: Path):
     assert (r3.added, r3.changed, r3.deleted, r3.embedded) == (1, 1, 1, 2)
     assert idx.sync().embedded == 0
     st = idx.status()
-    assert st["files"] == 4 and st["chunks"] == idx.store.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+    assert st["files"] == 4 and st["chunks"] == idx.store.count_rows("chunks_fts")
     # an edit that restores already-seen text is served from the cache
     p.write_text(p.read_text().replace("\nAlso replaced the brake pads.\n", ""))
     r5 = idx.sync()
@@ -69,7 +69,7 @@ def test_dims_change_rebuilds_vectors(workspace: Path):
     idx = MemoryIndex(workspace, embedder=HashEmbedder(dims=48))
     r = idx.sync()
     assert r.full_reindex and idx.status()["dims"] == 48
-    assert idx.store.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == r.chunks
+    assert idx.store.count_rows("chunks_vec") == r.chunks
     assert idx.search("timing belt", vector_weight=1.0, text_weight=0.0, min_score=0.0).results
 
 
@@ -121,7 +121,7 @@ def test_every_vector_search_mode_serves_the_same_neighbours(workspace: Path):
         for _ in range(3):  # the int8 copy is built from the second search on
             hits = idx.retrieve("payment retries thanh toán", 10, keyword=False).vector
         if name == "int8":
-            idx._matrix.int8  # noqa: B018, SLF001 - rather than wait for the background build, build it now
+            idx.retriever.matrix().int8  # noqa: B018 - rather than wait for the background build, build it now
             hits = idx.retrieve("payment retries thanh toán", 10, keyword=False).vector
         expected = {"int8": "memory (int8-bounded exact)",
                     "sqlite-vec": "sqlite-vec" if idx.store.vec_available else "memory"}.get(name, name)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridmem.config import Settings, TokenizerConfig
 from hybridmem.index import MemoryIndex
-from hybridmem.keywords import KeywordIndex, fts_tokens
+from hybridmem.retrieve.keywords import KeywordIndex, fts_tokens
 from hybridmem.retrieve import Scope, keyword_leg
 from hybridmem.store import Store
 from hybridmem.tokenization import tokenize
@@ -89,18 +88,18 @@ def test_facade_serves_the_second_query_from_memory(tmp_path, workspace) -> None
         embedding={"provider": "none"}), embedder=None)
     idx.sync()
     first = idx.retrieve("payment retry backoff", 20, vector=False)
-    assert idx._keywords_thread is None  # noqa: SLF001 - one-shot searches stay on FTS5
+    assert not idx.retriever._keywords_build[1].started  # noqa: SLF001 - one-shot searches stay on FTS5
     idx.retrieve("payment retry backoff", 20, vector=False)  # starts the background build
-    idx._keywords_thread.join()  # noqa: SLF001
-    assert idx._keyword_memory() is not None  # noqa: SLF001
+    idx.retriever.wait_for_copies()
+    assert idx.retriever.keyword_memory() is not None
     third = idx.retrieve("payment retry backoff", 20, vector=False)  # served from memory
     assert first.keyword == third.keyword and first.keyword
     (workspace / "memory" / "new.md").write_text("payment retries doubled\n", encoding="utf-8")
     idx.sync()
-    assert idx._keyword_memory() is None  # noqa: SLF001 - a new generation: FTS5 until it is rebuilt
+    assert idx.retriever.keyword_memory() is None  # a new generation: FTS5 until it is rebuilt
     fourth = idx.retrieve("payment retry backoff", 20, vector=False)
     assert len(fourth.keyword) == len(first.keyword) + 1
-    idx._keywords_thread.join()  # noqa: SLF001
-    assert idx._keyword_memory() is not None  # noqa: SLF001
+    idx.retriever.wait_for_copies()
+    assert idx.retriever.keyword_memory() is not None
     assert idx.retrieve("payment retry backoff", 20, vector=False).keyword == fourth.keyword
     idx.close()

@@ -196,8 +196,8 @@ def test_auto_chain_reports_why_providers_were_skipped(monkeypatch: pytest.Monke
             raise ProviderError("cannot load embedding model 'missing-model'")
         return orig(name, cfg)
 
-    orig = emb_mod._make
-    monkeypatch.setattr(emb_mod, "_make", no_local)
+    orig = emb_mod.make_provider
+    monkeypatch.setattr(emb_mod, "make_provider", no_local)
     monkeypatch.delenv("VOYAGE_API_KEY", raising=False)
     with EmbedServer(dims=8) as srv:
         cfg = EmbeddingConfig(provider="auto", fallback=("voyage", "openai"), base_url=srv.url + "/v1")

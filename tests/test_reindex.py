@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hybridmem import reindex
+from hybridmem.sync import reindex
 from hybridmem.config import Settings
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import IndexCorruptError
 from hybridmem.index import MemoryIndex
-from hybridmem.reindex import ReindexError, leftovers, open_or_quarantine, quarantine
+from hybridmem.sync.reindex import ReindexError, leftovers, open_or_quarantine, quarantine
 
 
 @pytest.fixture()
@@ -27,7 +27,7 @@ def ws(tmp_path: Path) -> Path:
 
 
 def snapshot(idx: MemoryIndex) -> list[tuple]:
-    return idx.store.db.execute("SELECT path, start_line, end_line, hash FROM chunks ORDER BY path, start_line").fetchall()
+    return idx.store.chunk_spans()
 
 
 def test_forced_reindex_reuses_the_cache_and_keeps_content(ws: Path) -> None:
@@ -73,8 +73,7 @@ def test_failure_while_building_leaves_the_live_index_untouched(ws: Path) -> Non
         idx.sync()
         before = snapshot(idx)
     with MemoryIndex(ws, embedder=ExplodingEmbedder(after=5)) as idx:  # other dims key -> must re-embed -> fails
-        idx._embedder = ExplodingEmbedder(after=5)
-        idx._embedder._dims = 32
+        idx.embedder._dims = 32  # noqa: SLF001
         with pytest.raises(ReindexError, match="full reindex failed, the previous index is unchanged: RuntimeError: "
                                                "provider went away mid-reindex"):
             idx.sync()

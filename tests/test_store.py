@@ -5,7 +5,7 @@ import pytest
 
 from hybridmem.embeddings.base import sanitize
 from hybridmem.store import Store, connect
-from hybridmem.vectors import VectorMatrix
+from hybridmem.retrieve.vectors import VectorMatrix
 
 
 def _fill(store: Store, n: int, dims: int, seed: int = 0) -> np.ndarray:
@@ -43,8 +43,8 @@ def test_stdlib_without_extensions_falls_back(tmp_path):
 def test_migrations_are_numbered_and_idempotent(tmp_path):
     Store(tmp_path / "x.sqlite").close()
     s = Store(tmp_path / "x.sqlite")
-    assert s.db.execute("PRAGMA user_version").fetchone()[0] == 2
-    names = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master")}
+    assert s.pragma("user_version") == 2
+    names = s.table_names()
     assert {"meta", "files", "chunks", "embedding_cache", "chunks_fts"} <= names
 
 
@@ -72,7 +72,7 @@ def test_dims_change_rebuilds_vec_table(tmp_path):
     assert store.ensure_vec_table(8)
     store.ensure_vec_table(12)
     assert store.get_meta("vec_dims") == "12"
-    assert store.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == 0
+    assert store.count_rows("chunks_vec") == 0
 
 
 def test_delete_file_removes_fts_and_vec_rows(tmp_path):
@@ -80,7 +80,7 @@ def test_delete_file_removes_fts_and_vec_rows(tmp_path):
     _fill(store, 6, 8)
     with store.transaction():
         store.delete_file("memory/f001.md")
-    counts = [store.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("chunks", "chunks_fts", "chunks_vec")]
+    counts = [store.count_rows(t) for t in ("chunks", "chunks_fts", "chunks_vec")]
     assert counts == [5, 5, 5]
     assert store.keyword_search('"t1"', 10) == []
 

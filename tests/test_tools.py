@@ -83,7 +83,7 @@ def test_backend_failure_is_reported_as_unavailable(tools):
 
 
 def test_tools_over_backend_manager_fall_back_and_never_raise(workspace):
-    from hybridmem.backend import BackendManager
+    from hybridmem.fallback import BackendManager
 
     class Broken:
         def search(self, *a, **k):

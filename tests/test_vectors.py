@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridmem.store import Store
-from hybridmem.vectors import Int8Rows, VectorMatrix
+from hybridmem.retrieve.vectors import Int8Rows, VectorMatrix
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -101,10 +101,10 @@ def test_pca_prefilter_scores_are_q_dot_x_up_to_a_constant(kernel: str, monkeypa
     """With every principal component kept, the pre-filter's score is ``q . x`` shifted by one constant per query
     (``m . m - q . m``), so it orders rows as the exact scan does, up to int8 rounding; with fewer components it is
     the projection's. The basis is orthonormal and fitted without queries."""
-    from hybridmem.vectors import PcaPrefilter
+    from hybridmem.retrieve.vectors import PcaPrefilter
 
     if kernel == "float32":  # no int8 kernel (numba missing): the projection is scanned in float32
-        monkeypatch.setattr("hybridmem.int8scan.load_kernels", lambda: None)
+        monkeypatch.setattr("hybridmem.retrieve.int8scan.load_kernels", lambda: None)
     v = clustered(3000, dims=48, centers=40, seed=51)
     full = PcaPrefilter.build(v, 48)
     np.testing.assert_allclose(full.basis.T @ full.basis, np.eye(48), atol=1e-5)
@@ -122,7 +122,7 @@ def test_pca_prefilter_scores_are_q_dot_x_up_to_a_constant(kernel: str, monkeypa
 def test_top_rows_keeps_exactly_the_largest_in_row_order(n: int, want: int, seed: int, ties: bool) -> None:
     """The sampled-threshold selection returns the same multiset of scores as a full sort's top ``want``, sorted
     row indices, exactly ``min(want, n)`` of them; with heavy ties too (scores rounded to a few values)."""
-    from hybridmem.vectors import top_rows
+    from hybridmem.retrieve.vectors import top_rows
 
     scores = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
     if ties:
@@ -343,8 +343,8 @@ def test_ties_at_the_kth_score_go_to_the_smallest_chunk_ids(int8_min_rows: int) 
 def test_int8_kernel_split_over_threads_equals_one_pass() -> None:
     """Rows are scored by the same kernel whichever thread takes them: a scan split over threads is bit-identical to
     one pass, and both are within the float32 part of the bound of the float64 product."""
-    from hybridmem.int8scan import _UNIT_ROUNDOFF
-    from hybridmem.kernels import int8_scores, load_kernels
+    from hybridmem.retrieve.int8scan import _UNIT_ROUNDOFF
+    from hybridmem.retrieve.kernels import int8_scores, load_kernels
 
     rng = np.random.default_rng(61)
     w = rng.integers(-127, 128, (70_000, 200), dtype=np.int8)
@@ -364,7 +364,7 @@ def test_int8_kernel_split_over_threads_equals_one_pass() -> None:
 def test_kernels_refuse_a_query_of_the_wrong_width_and_rows_out_of_range() -> None:
     """The compiled kernels do not bounds-check, so their wrappers do: a mismatched query or row index is an error,
     never a read past the matrix."""
-    from hybridmem.kernels import gathered_scores, int8_scores
+    from hybridmem.retrieve.kernels import gathered_scores, int8_scores
 
     m = unit(np.random.default_rng(71).standard_normal((100, 16)))
     rows = Int8Rows.build(m)

@@ -13,7 +13,7 @@ import pytest
 
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.index import MemoryIndex
-from hybridmem.indexer import SyncReport
+from hybridmem.sync.documents import SyncReport
 from hybridmem.watch import SyncCoordinator, Watcher
 
 ROOT = Path(__file__).resolve().parents[1]

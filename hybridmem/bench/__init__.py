@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from hybridmem.bench.common import BenchOptions, peak_rss_mb
 from hybridmem.bench.report import REQUIRED, save
-from hybridmem.cli import _EXTENSIONS, command
+from hybridmem.cli import command
 
 GROUPS = ("vectors", "keyword", "e2e", "indexing", "sweep")
 _NEEDS_MODEL = {"vectors", "e2e", "indexing", "sweep"}
@@ -104,7 +104,7 @@ def _header(opts: BenchOptions, groups: Sequence[str]) -> str:
     )
 
 
-def add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     sp = sub.add_parser("bench", help="performance figures beside their peers (saved as JSON + Markdown)")
     sp.add_argument("--json", action="store_true", help="print the figures as JSON")
     sp.add_argument("--out", default=None, help="folder for bench.json and bench.md (e.g. eval/bench)")
@@ -115,8 +115,6 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--hash-embedder", action="store_true",
                     help="use the fake hash embedder instead of all-MiniLM-L6-v2 (no model; for tests)")
 
-
-_EXTENSIONS.append(add_parser)
 
 
 @command("bench")

@@ -41,10 +41,7 @@ def bench_size(opts: BenchOptions, n: int, embedder: object, queries: list[str],
     out[f"e2e_first_query_s_{label}"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     idx.search(queries[1])  # starts the background builds: in-memory keyword index, int8 copy of the vectors
-    if idx._keywords_thread is not None:  # noqa: SLF001
-        idx._keywords_thread.join()  # noqa: SLF001
-    if idx._matrix is not None:  # noqa: SLF001
-        _ = idx._matrix.int8  # noqa: SLF001 - waits for (or does) the int8 build
+    idx.retriever.wait_for_copies()
     out[f"e2e_keyword_index_build_s_{label}"] = time.perf_counter() - t0
     stage: dict[str, list[float]] = {s: [] for s in STAGES}
 

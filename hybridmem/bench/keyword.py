@@ -28,9 +28,8 @@ def bench_engine(opts: BenchOptions, queries: dict[str, str], out: dict[str, flo
 
     for q in qtexts[:2]:  # the facade builds its in-memory copy of the postings from a generation's 2nd query on
         idx.retrieve(q, pool, vector=False)
-    if idx._keywords_thread is not None:  # noqa: SLF001
-        idx._keywords_thread.join()  # noqa: SLF001
-    memory = idx._keyword_memory()  # noqa: SLF001 - the leg exactly as MemoryIndex.retrieve runs it
+    idx.retriever.wait_for_copies()
+    memory = idx.retriever.keyword_memory()  # the leg exactly as MemoryIndex.retrieve runs it
 
     def one(q: str) -> dict[str, float]:
         return first_occurrence(doc_of[h.chunk_id] for h in keyword_leg(idx.store, q, pool, tok, scope, memory))

@@ -13,7 +13,7 @@ import numpy as np
 from hybridmem.bench.common import BenchOptions, memory_bandwidth_gbs, ms, percentiles, read_bandwidth_gbs, time_each
 from hybridmem.bench.corpora import SYNTH_KEY, random_unit_vectors, scifact_evaluator, synthetic_store
 from hybridmem.store import Store
-from hybridmem.vectors import VectorMatrix
+from hybridmem.retrieve.vectors import VectorMatrix
 
 K = 10
 
@@ -109,8 +109,7 @@ def bench_size(opts: BenchOptions, n: int, out: dict[str, float]) -> None:
         out[f"vector_ratio_vs_numpy_{label}"] = out[f"vector_p50_ms_{label}"] / out[f"numpy_p50_ms_{label}"]
         if not opts.quick:
             scan_q = queries[:5]
-            sql = ("SELECT rowid, vec_distance_cosine(embedding, ?) AS d FROM chunks_vec ORDER BY d LIMIT ?")
-            scan_t = time_each(lambda q: store.db.execute(sql, (q.tobytes(), K)).fetchall(), scan_q, warmup=1)
+            scan_t = time_each(lambda q: store.vector_scan(q, K), scan_q, warmup=1)
             out[f"sqlitevec_scan_p50_ms_{label}"] = ms(percentiles(scan_t)[0])
     finally:
         store.close()
@@ -121,7 +120,7 @@ def bench_recall_real(opts: BenchOptions, out: dict[str, float], embedder: objec
     and recall@10 of the quantized pre-filter against exact, rescoring the share of rows it rescores at 100k."""
     ev = scifact_evaluator(opts, embedder)
     idx = ev.index
-    name, model, key, _ = idx._identity()  # noqa: SLF001
+    name, model, key, _ = idx.syncer.identity()
     ids, mat, sources, paths = idx.store.load_vectors(name, model, key)
     vm = VectorMatrix(ids, mat, sources, paths, int8_min_rows=0)
     texts = [q.text for q in ev.dataset.queries]

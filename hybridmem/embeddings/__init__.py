@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 from hybridmem.config import EmbeddingConfig
 from hybridmem.embeddings.base import Embedder, sanitize
 from hybridmem.errors import ProviderError
 
-__all__ = ["Embedder", "sanitize", "create_embedder", "ProviderChoice"]
+__all__ = ["Embedder", "LazyEmbedder", "ProviderChoice", "create_embedder", "embedder_identity", "make_provider", "provider_chain",
+           "sanitize"]
 
 
 class ProviderChoice:
@@ -16,12 +19,15 @@ class ProviderChoice:
         self.embedder = embedder
         self.skipped = skipped
 
-    @property
-    def fallback(self) -> bool:
-        return bool(self.skipped)
+
+def provider_chain(cfg: EmbeddingConfig) -> list[str]:
+    """The providers tried in order: ``auto`` is local then ``cfg.fallback``; a named provider comes first instead."""
+    if cfg.provider == "none":
+        return []
+    return ["local" if cfg.provider == "auto" else cfg.provider, *cfg.fallback]
 
 
-def _make(name: str, cfg: EmbeddingConfig) -> Embedder:
+def make_provider(name: str, cfg: EmbeddingConfig) -> Embedder:
     if name == "local":
         from hybridmem.embeddings.local import SentenceTransformerEmbedder
 
@@ -35,15 +41,57 @@ def _make(name: str, cfg: EmbeddingConfig) -> Embedder:
 
 def create_embedder(cfg: EmbeddingConfig) -> ProviderChoice:
     """The embedder for ``cfg``; ``provider='auto'`` tries local, then ``cfg.fallback``, then keyword-only (None)."""
-    if cfg.provider == "none":
-        return ProviderChoice(None, [])
-    chain = ["local", *cfg.fallback] if cfg.provider == "auto" else [cfg.provider]
     skipped: list[str] = []
-    for name in chain:
+    for name in provider_chain(cfg):
         try:
-            return ProviderChoice(_make(name, cfg), skipped)
+            return ProviderChoice(make_provider(name, cfg), skipped)
         except ProviderError as exc:
             skipped.append(f"{name}: {exc}")
-    if cfg.provider != "auto":
+    if cfg.provider not in ("auto", "none"):
         raise ProviderError("; ".join(skipped))
     return ProviderChoice(None, skipped)
+
+
+class LazyEmbedder:
+    """The embedder the settings ask for, created on first use (loading a model takes seconds), or set directly.
+
+    ``get()`` is None for keyword-only (provider ``none``, or no provider of the ``auto`` chain could load);
+    ``skipped`` says why providers were passed over. Thread-safe.
+    """
+
+    def __init__(self, cfg: EmbeddingConfig, embedder: Embedder | None = None, lazy: bool = True) -> None:
+        self.cfg = cfg
+        self._embedder = embedder
+        self.loaded = not lazy
+        self.skipped: list[str] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Embedder | None:
+        if not self.loaded:
+            with self._lock:
+                if not self.loaded:
+                    try:
+                        choice = create_embedder(self.cfg)
+                        self._embedder, self.skipped = choice.embedder, choice.skipped
+                    except ProviderError as exc:
+                        self._embedder, self.skipped = None, [str(exc)]
+                    self.loaded = True
+        return self._embedder
+
+    def replace(self, embedder: Embedder | None, reasons: list[str]) -> None:
+        """Switch to another provider (failover), recording why."""
+        with self._lock:
+            self._embedder, self.loaded = embedder, True
+            self.skipped = [*self.skipped, *reasons]
+
+    @property
+    def current(self) -> Embedder | None:
+        """The embedder if one is loaded, without loading one."""
+        return self._embedder if self.loaded else None
+
+
+def embedder_identity(embedder: Embedder | None) -> tuple[str, str, str, int]:
+    """``(provider, model, provider_key, dims)`` of an embedder; keyword-only is ``("none", "", "", 0)``."""
+    if embedder is None:
+        return "none", "", "", 0
+    return embedder.name, embedder.model, embedder.provider_key, embedder.dims

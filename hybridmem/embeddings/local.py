@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from hybridmem.background import SecondCallBuild
 from hybridmem.config import DEFAULT_MODEL, QUERY_RUNTIMES
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
@@ -59,11 +60,11 @@ def load_sentence_transformer(model: str = DEFAULT_MODEL):  # noqa: ANN201
         except ImportError:  # pragma: no cover
             pass
         try:
-            st = SentenceTransformer(path, device="cpu")
+            loaded = SentenceTransformer(path, device="cpu")
         except Exception as exc:  # noqa: BLE001 - any load failure means the provider is unavailable
             raise ProviderError(f"cannot load embedding model {model!r} from {path}: {exc}") from exc
-        _MODELS[path] = st
-        return st
+        _MODELS[path] = loaded
+        return loaded
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -82,9 +83,9 @@ class SentenceTransformerEmbedder(Embedder):
         self.model = model
         self.batch_size = batch_size
         self.query_runtime = query_runtime
-        self._st = load_sentence_transformer(model)
-        get_dims = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
-        self._dims = int(get_dims() or len(self._st.encode(["x"])[0]))
+        self._model = load_sentence_transformer(model)
+        get_dims = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self._dims = int(get_dims() or len(self._model.encode(["x"])[0]))
 
     @property
     def dims(self) -> int:
@@ -93,7 +94,7 @@ class SentenceTransformerEmbedder(Embedder):
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
         if len(texts) == 1:
             return self._forward_one(texts[0], onnx=is_query and self.query_runtime == "onnx")
-        return self._st.encode(
+        return self._model.encode(
             list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=False,
             show_progress_bar=False,
         )
@@ -113,9 +114,9 @@ class SentenceTransformerEmbedder(Embedder):
     def onnx(self) -> "_OnnxQueryModel":
         """The ONNX Runtime copy of this model for one-text forwards (shared by every embedder of the model)."""
         with _LOCK:
-            runner = _ONNX.get(id(self._st))
+            runner = _ONNX.get(id(self._model))
             if runner is None:
-                runner = _ONNX[id(self._st)] = _OnnxQueryModel(self._st)
+                runner = _ONNX[id(self._model)] = _OnnxQueryModel(self._model)
         return runner
 
     def _forward_one(self, text: str, onnx: bool) -> np.ndarray:
@@ -124,15 +125,15 @@ class SentenceTransformerEmbedder(Embedder):
         modules, which give what ``encode`` gives bit for bit (a one-text batch of documents always takes these)."""
         import torch
 
-        st = self._st
-        prep = getattr(st, "preprocess", None) or st.tokenize
+        model = self._model
+        prep = getattr(model, "preprocess", None) or model.tokenize
         with torch.inference_mode():
             features = prep([text])
             if onnx:
                 out = self.onnx.forward(features)
                 if out is not None:
                     return out
-            return st.forward(features)["sentence_embedding"].float().numpy()
+            return model.forward(features)["sentence_embedding"].float().numpy()
 
 
 _ONNX: dict[int, "_OnnxQueryModel"] = {}
@@ -168,16 +169,14 @@ class _OnnxQueryModel:
     follows, which then took 10.8 ms instead of 4.0 (measured at 100k chunks).
     """
 
-    def __init__(self, st: object) -> None:
-        self._st = st
-        self._calls = 0
+    def __init__(self, model: object) -> None:
+        self._model = model
         self._session: object | None = None
         self._names: tuple[str, ...] = ()
         self.state = "eager"  # eager -> building -> ready | refused (reason in self.reason)
         self.reason = ""
         self.max_diff = float("nan")  # largest |onnx - torch| component over the check texts
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._build_copy = SecondCallBuild("onnx", self._build)
 
     def forward(self, features: dict) -> np.ndarray | None:
         """The sentence embedding of one tokenized text, ``(1, dims)`` float32, or None where torch must answer."""
@@ -187,20 +186,15 @@ class _OnnxQueryModel:
                     features.get("modality", "text") != "text":
                 return None
             return session.run(None, {k: features[k].numpy() for k in self._names})[0]  # type: ignore[attr-defined]
-        with self._lock:
-            self._calls += 1
-            if self._calls >= 2 and self.state == "eager":
-                self.state = "building"
-                self._thread = threading.Thread(target=self._build, name="hybridmem-onnx", daemon=True)
-                self._thread.start()
+        self._build_copy.request()
         return None
 
     def wait(self) -> None:
         """Block until a started build has finished (benchmarks and tests)."""
-        if self._thread is not None:
-            self._thread.join()
+        self._build_copy.wait()
 
     def _build(self) -> None:
+        self.state = "building"
         try:
             names, session, diff = self._export_and_check()
             self._names, self.max_diff = names, diff
@@ -229,9 +223,9 @@ class _OnnxQueryModel:
         for category in (DeprecationWarning, FutureWarning, UserWarning):
             warnings.filterwarnings("ignore", category=category, module=r"(torch\.onnx|transformers)\.")
 
-        st = self._st
-        prep = getattr(st, "preprocess", None) or st.tokenize  # type: ignore[attr-defined]
-        max_len = int(getattr(st, "max_seq_length", None) or 128)
+        model = self._model
+        prep = getattr(model, "preprocess", None) or model.tokenize  # type: ignore[attr-defined]
+        max_len = int(getattr(model, "max_seq_length", None) or 128)
         probes = ["memory search", "Which port does the payment service listen on after the migration to the new "
                   "cluster?", "x " * (2 * max_len + 8), "", "thanh toán hóa đơn 支付 ชำระเงิน paymentProcessor"]
         with torch.no_grad():
@@ -254,7 +248,7 @@ class _OnnxQueryModel:
 
             blob = io.BytesIO()
             torch.onnx.export(
-                _Pipeline(st).eval(), tuple(example[k] for k in names), blob, input_names=list(names),
+                _Pipeline(model).eval(), tuple(example[k] for k in names), blob, input_names=list(names),
                 output_names=["sentence_embedding"], dynamic_axes={k: {0: "batch", 1: "tokens"} for k in names},
                 opset_version=17, dynamo=False,
             )
@@ -269,7 +263,7 @@ class _OnnxQueryModel:
         with torch.inference_mode():
             for text in probes:
                 feats = prep([text])
-                eager = st.forward(prep([text]))["sentence_embedding"].float().numpy()  # type: ignore[attr-defined]
+                eager = model.forward(prep([text]))["sentence_embedding"].float().numpy()  # type: ignore[attr-defined]
                 got = session.run(None, {k: feats[k].numpy() for k in names})[0]
                 if got.shape != eager.shape or not np.isfinite(got).all():
                     raise ValueError(f"output of shape {got.shape} for a {feats['input_ids'].shape[1]}-token text")

@@ -10,11 +10,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from hybridmem.cli import _EXTENSIONS, command
+from hybridmem.cli import command, print_json
 from hybridmem.config import PRESETS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
@@ -24,10 +23,6 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.keyword_only:
         s = s.override(embedding={"provider": "none"})
     return s
-
-
-def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
 
 
 def _evaluator(args: argparse.Namespace):  # noqa: ANN202
@@ -59,7 +54,7 @@ def _run_eval(args: argparse.Namespace) -> int:
         path = write_report(args.out, result, cmp, ev.dataset, by_category=by_cat)
         print(f"wrote {path} and {path.with_suffix('.json')}", file=sys.stderr)
     if args.json:
-        _print_json(result_json(result, cmp, by_category=by_cat))
+        print_json(result_json(result, cmp, by_category=by_cat))
     elif not args.out:
         print(markdown(result, cmp, by_category=by_cat), end="")
     return 0
@@ -72,7 +67,7 @@ def _run_gate(args: argparse.Namespace) -> int:
         raise HybridMemError("eval gate needs --suite SUITE.toml and --baseline BASELINE.json")
     res = gate(args.suite, args.baseline, update=args.update_baseline, progress=not args.json)
     if args.json:
-        _print_json({"passed": res.passed, "failures": res.failures, "values": res.values,
+        print_json({"passed": res.passed, "failures": res.failures, "values": res.values,
                      "seconds": round(res.seconds, 2)})
     else:
         print("\n".join(res.lines))
@@ -108,7 +103,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                "train_score": round(res.train_score, 4),
                "test": {n: {m: round(v, 4) for m, v in ms.items()} for n, ms in res.test.means.items()}}
         if args.json:
-            _print_json(out)
+            print_json(out)
         else:
             print(f"best on train ({args.metric} {res.train_score:.4f}): {res.best_params}")
             for n, ms in out["test"].items():
@@ -121,7 +116,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     ev.close()
     df = df.sort_values(args.metric, ascending=False, kind="stable")
     if args.json:
-        _print_json({"dataset": ev.dataset.name, "split": split or "all", "metric": args.metric,
+        print_json({"dataset": ev.dataset.name, "split": split or "all", "metric": args.metric,
                      "base": args.base, "rows": df.to_dict(orient="records"),
                      "seconds": round(df.attrs["rank_score_s"], 3)})
     else:
@@ -169,5 +164,3 @@ def add_parsers(sub: Any) -> None:
     sp.add_argument("--base", default="weighted", choices=sorted(PRESETS), help="config the grid changes")
     sp.add_argument("--optimize", action="store_true", help="best point on train, reported on test")
 
-
-_EXTENSIONS.append(add_parsers)

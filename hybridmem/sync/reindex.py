@@ -24,14 +24,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, TypeVar
 
 from hybridmem.errors import HybridMemError, IndexCorruptError
-from hybridmem.indexer import Progress, SyncReport
 from hybridmem.store import Store
+from hybridmem.sync.documents import SyncReport
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hybridmem.index import MemoryIndex
+T = TypeVar("T")
 
 TMP_SUFFIX = ".reindex-tmp"
 BAK_SUFFIX = ".bak"
@@ -74,43 +73,39 @@ def check(store: Store) -> dict[str, int | bool]:
     return c
 
 
-def atomic_reindex(index: "MemoryIndex", progress: Progress | None = None, keep_backup: bool = True) -> SyncReport:
-    """Rebuild ``index`` from its workspace without ever exposing a half-built index.
+def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backup: bool = True) -> SyncReport:
+    """Rebuild the index ``live`` without ever exposing a half-built index.
 
     Args:
-        index: the live index (its workspace, settings and embedder are used).
-        progress: ``progress(stage, done, total)`` callback.
+        live: the live index.
+        build: indexes the whole workspace into the empty temporary store it is given, and returns its report.
         keep_backup: copy the live database to ``<index>.bak`` before the swap, for rollback.
 
     Returns:
-        The report of the build, with ``full_reindex=True``.
+        The report of the build, with ``full_reindex=True``. Callers drop their in-memory copies of the old index.
 
     Raises:
         ReindexError: building or swapping failed; the live index is unchanged (or restored from the backup).
     """
-    from hybridmem.index import MemoryIndex
-
     t0 = time.perf_counter()
-    live = index.store
-    path = Path(index.index_path)
+    path = Path(live.path)
     tmp_path, bak_path = Path(f"{path}{TMP_SUFFIX}"), Path(f"{path}{BAK_SUFFIX}")
     remove_db_files(tmp_path)
     remove_db_files(bak_path)
-    embedder = index.embedder
-    tmp = MemoryIndex(index.workspace, index_path=tmp_path, settings=index.settings, embedder=embedder)
+    tmp = Store(tmp_path)
     try:
-        tmp.store.cache_insert_rows(live.cache_rows())
-        report = tmp.sync(progress=progress)
+        tmp.cache_insert_rows(live.cache_rows())
+        report = build(tmp)
         old_gen = int(live.get_meta("generation", "0") or 0)
-        tmp.store.set_meta("generation", max(old_gen, int(tmp.store.get_meta("generation", "0") or 0)) + 1)
-        check(tmp.store)
-        tmp.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        tmp.set_meta("generation", max(old_gen, int(tmp.get_meta("generation", "0") or 0)) + 1)
+        check(tmp)
+        tmp.checkpoint()
         bak: Store | None = None
         if keep_backup:
             bak = Store(bak_path)
             live.copy_into(bak)
         try:
-            tmp.store.copy_into(live)
+            tmp.copy_into(live)
             check(live)
         except Exception as exc:
             if bak is not None:
@@ -134,13 +129,10 @@ def atomic_reindex(index: "MemoryIndex", progress: Progress | None = None, keep_
         remove_db_files(tmp_path)
         remove_db_files(bak_path)
     live.set_meta("last_sync", time.time())
-    index._matrix = None  # noqa: SLF001 - the facade's cached vector matrix is stale now
-    index.dirty = False
     report.full_reindex = True
     counts = live.counts()
     report.files, report.chunks = counts["files"], counts["chunks"]
     report.seconds = time.perf_counter() - t0
-    index.last_sync = report
     return report
 
 
@@ -160,7 +152,7 @@ def quarantine(index_path: str | Path) -> Path | None:
     return dest
 
 
-def open_or_quarantine(open_index: Callable[[], "MemoryIndex"], index_path: str | Path) -> "MemoryIndex":
+def open_or_quarantine(open_index: Callable[[], T], index_path: str | Path) -> T:
     """``open_index()``; when the file is corrupt, move it aside (see :func:`quarantine`) and open a fresh one.
 
     This is what ``hybridmem index --rebuild`` does, so a rebuild always works, whatever state the file is in.

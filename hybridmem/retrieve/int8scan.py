@@ -1,5 +1,5 @@
 """int8 rows and the kernel that scores them: the byte-saving copy behind exact vector search and the quantized
-pre-filter (:mod:`hybridmem.vectors`).
+pre-filter (:mod:`hybridmem.retrieve.vectors`).
 
 Each row is stored as int8 with its own scale (``x ~ scale * w``). A query is **not** quantized: the kernel computes
 ``scale_i * sum_k w_ik * q_k`` with the float32 query, so the only errors are the rows' own rounding, known per row,
@@ -7,7 +7,7 @@ and float32 arithmetic, bounded a priori. That makes the per-row error bound abo
 integer kernel that quantizes the query too (torch's fbgemm ``linear_dynamic``, used before: its 7-bit query step
 dominated the bound), and the scan rescores a few dozen rows instead of hundreds.
 
-The kernel (:mod:`hybridmem.kernels`) is compiled with numba and split over the cores. Without numba,
+The kernel (:mod:`hybridmem.retrieve.kernels`) is compiled with numba and split over the cores. Without numba,
 :meth:`Int8Rows.build` returns None and callers scan float32.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hybridmem.kernels import int8_scores, load_kernels
+from hybridmem.retrieve.kernels import int8_scores, load_kernels
 
 # Absolute slack added to every int8 error bound: covers float32 rounding in the bound's own terms (err, norm) and in
 # the float32 rescoring (both ~1e-7 for unit vectors), a hundred times over.

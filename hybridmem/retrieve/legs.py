@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from hybridmem.config import TokenizerConfig
-from hybridmem.keywords import KeywordIndex
+from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_query, query_terms
@@ -32,7 +32,7 @@ def keyword_leg(
     """FTS5 BM25 through the safe query builder; ``raw`` is FTS5's ``bm25()`` (negative, lower is better).
 
     ``memory``, an in-memory copy of the FTS5 postings, computes the same scores bit for bit about 10x faster
-    (see :mod:`hybridmem.keywords`); queries it cannot answer exactly (FTS5 phrases) go to FTS5.
+    (see :mod:`hybridmem.retrieve.keywords`); queries it cannot answer exactly (FTS5 phrases) go to FTS5.
     """
     match = fts_query(query, tokenizer)
     if match is None or pool <= 0:

@@ -1,4 +1,4 @@
-"""Exact FTS5 BM25 from memory: the hot copy of the keyword index, as :mod:`hybridmem.vectors` is for vectors.
+"""Exact FTS5 BM25 from memory: the hot copy of the keyword index, as :mod:`hybridmem.retrieve.vectors` is for vectors.
 
 FTS5 scores an OR query by calling ``bm25()`` on every row that matches any term; on SciFact a typical claim matches
 a third of all chunks, so most of a query's time is that per-row call (profiled: ~90% of the keyword leg). Here the
@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hybridmem.vectors import ScopedRows
+from hybridmem.retrieve.vectors import ScopedRows
 
 K1 = 1.2  # FTS5's bm25() defaults (fts5_aux.c); not settings: they must match what FTS5 computes
 B = 0.75

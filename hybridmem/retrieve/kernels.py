@@ -3,7 +3,7 @@
 Both are compiled with numba on first use (about 1 s, cached on disk after that), release the GIL, and run in pure
 loops over rows, so a scan can be split over a few threads (one per core, at most 8; the calling thread takes the first
 share) without a second thread pool that spins: torch's OpenMP threads and OpenBLAS's keep spinning after a product
-and starve whatever runs next on this 2-core machine (see :func:`hybridmem.vectors.matvec`). ``reassoc`` and
+and starve whatever runs next on this 2-core machine (see :func:`hybridmem.retrieve.vectors.matvec`). ``reassoc`` and
 ``contract`` let LLVM vectorize each row's sum and fuse multiply-adds; a row's result does not depend on which thread
 computes it.
 

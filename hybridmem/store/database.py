@@ -1,4 +1,4 @@
-"""The SQLite index: the only module that writes SQL.
+"""The SQLite index: the only place that writes SQL (with :mod:`.schema`).
 
 Tables: ``meta`` (settings hash, dims, provider), ``files`` (one row per indexed source), ``chunks`` (text, lines,
 pre-tokenized text), ``embedding_cache`` (by provider, model, provider_key and text hash), ``chunks_fts`` (FTS5 over the
@@ -12,136 +12,26 @@ runs an exact numpy scan (``status()['vector_backend'] == 'numpy'``).
 
 from __future__ import annotations
 
-import importlib
-import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from hybridmem.config import DEFAULT_STORE
 from hybridmem.errors import IndexCorruptError
-from hybridmem.tokenization import fts_tokenizer_spec
-
-SCHEMA_VERSION = 2
-DRIVERS = ("sqlean", "pysqlite3", "sqlite3")
+from hybridmem.store.connection import DRIVERS, connect, is_corruption, prefix_bound
+from hybridmem.store.schema import MIGRATIONS
 
 
-@dataclass(frozen=True)
-class Connection:
-    """A DB-API connection plus what it can do."""
-
-    db: Any
-    driver: str
-    vec: bool
-    vec_error: str | None
-
-
-def _load_driver(name: str) -> Any:
-    if name == "pysqlite3":
-        return importlib.import_module("pysqlite3.dbapi2")
-    if name == "sqlean":
-        return importlib.import_module("sqlean.dbapi2")
-    return sqlite3
-
-
-def connect(path: str | Path, busy_timeout_ms: int = 5000, drivers: Sequence[str] = DRIVERS) -> Connection:
-    """Open ``path`` with the first driver that can load sqlite-vec; else the first that opens it at all.
-
-    WAL journaling and a busy timeout are set, so readers keep working while a writer syncs.
-    """
-    errors: list[str] = []
-    fallback: tuple[Any, str] | None = None
-    for name in drivers:
-        try:
-            mod = _load_driver(name)
-        except ImportError as exc:
-            errors.append(f"{name}: {exc}")
-            continue
-        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None)
-        try:
-            db.enable_load_extension(True)
-            import sqlite_vec
-
-            sqlite_vec.load(db)
-            db.enable_load_extension(False)
-        except Exception as exc:  # AttributeError when the build lacks extension loading
-            errors.append(f"{name}: {type(exc).__name__}: {exc}")
-            if fallback is None:
-                fallback = (db, name)
-            else:
-                db.close()
-            continue
-        if fallback is not None:
-            fallback[0].close()
-        _pragmas(db, busy_timeout_ms)
-        return Connection(db=db, driver=name, vec=True, vec_error=None)
-    if fallback is None:
-        raise IndexCorruptError(f"no SQLite driver could open {path}: {'; '.join(errors)}")
-    _pragmas(fallback[0], busy_timeout_ms)
-    return Connection(db=fallback[0], driver=fallback[1], vec=False, vec_error="; ".join(errors))
-
-
-def _pragmas(db: Any, busy_timeout_ms: int) -> None:
-    db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
-    except Exception:  # noqa: BLE001 - in-memory databases and read-only media keep their journal mode
-        pass
-    db.execute("PRAGMA synchronous = NORMAL")
-    db.execute("PRAGMA foreign_keys = ON")
-
-
-_MIGRATIONS: list[tuple[int, str]] = [
-    (
-        1,
-        f"""
-        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS files (
-            path TEXT PRIMARY KEY, abspath TEXT, source TEXT NOT NULL, hash TEXT NOT NULL,
-            mtime REAL NOT NULL, size INTEGER NOT NULL, date REAL, evergreen INTEGER NOT NULL DEFAULT 0,
-            indexed_at REAL NOT NULL
-        );
-        CREATE TABLE IF NOT EXISTS chunks (
-            id INTEGER PRIMARY KEY, path TEXT NOT NULL REFERENCES files(path) ON DELETE CASCADE,
-            source TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL,
-            text TEXT NOT NULL, tokens TEXT NOT NULL, timestamp REAL NOT NULL, evergreen INTEGER NOT NULL,
-            embedded INTEGER NOT NULL DEFAULT 0
-        );
-        CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-        CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
-        CREATE TABLE IF NOT EXISTS embedding_cache (
-            provider TEXT NOT NULL, model TEXT NOT NULL, provider_key TEXT NOT NULL, hash TEXT NOT NULL,
-            dims INTEGER NOT NULL, embedding BLOB NOT NULL, updated_at REAL NOT NULL,
-            PRIMARY KEY (provider, model, provider_key, hash)
-        );
-        CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(tokens, tokenize="{fts_tokenizer_spec()}");
-        """,
-    ),
-    (
-        2,
-        """
-        CREATE INDEX IF NOT EXISTS chunks_source ON chunks(source);
-        """,
-    ),
-]
-
-
-def _is_corruption(exc: BaseException) -> bool:
-    msg = str(exc)
-    return any(m in msg for m in ("not a database", "malformed", "file is encrypted", "database disk image"))
-
-
-def _prefix_bound(prefix: str) -> str:
-    return prefix + "\U0010ffff"
+_TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
 
 class Store:
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
-    def __init__(self, path: str | Path, busy_timeout_ms: int = 5000, drivers: Sequence[str] = DRIVERS) -> None:
+    def __init__(self, path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -149,17 +39,17 @@ class Store:
         try:
             self._conn = connect(self.path, busy_timeout_ms, drivers)
         except Exception as exc:
-            if _is_corruption(exc):
+            if is_corruption(exc):
                 raise IndexCorruptError(
                     f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
                 ) from None
             raise
-        self.db = self._conn.db
+        self._db = self._conn.db
         try:
             self._migrate()
         except Exception as exc:
-            if _is_corruption(exc):
-                self.db.close()
+            if is_corruption(exc):
+                self._db.close()
                 raise IndexCorruptError(
                     f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
                 ) from None
@@ -180,31 +70,30 @@ class Store:
 
     def close(self) -> None:
         with self._lock:
-            self.db.close()
+            self._db.close()
 
     def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in _MIGRATIONS:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in MIGRATIONS:
             if number > version:
                 with self.transaction():
                     for statement in script.split(";"):
                         if statement.strip():
-                            self.db.execute(statement)
-                    self.db.execute(f"PRAGMA user_version = {number}")
-        self.db.execute("SELECT count(*) FROM chunks").fetchone()
+                            self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {number}")
+        self._db.execute("SELECT count(*) FROM chunks").fetchone()
 
     class _Tx:
         def __init__(self, store: "Store") -> None:
             self.store = store
 
-        def __enter__(self) -> Any:
+        def __enter__(self) -> None:
             self.store._lock.acquire()
-            self.store.db.execute("BEGIN IMMEDIATE")
-            return self.store.db
+            self.store._db.execute("BEGIN IMMEDIATE")
 
         def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
             try:
-                self.store.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                self.store._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
             finally:
                 self.store._lock.release()
 
@@ -215,21 +104,21 @@ class Store:
     # -- meta ----------------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:
-            row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else default
 
     def set_meta(self, key: str, value: str | int | float) -> None:
         with self._lock:
-            self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
+            self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
 
     def all_meta(self) -> dict[str, str]:
         with self._lock:
-            return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
 
     # -- vector table --------------------------------------------------------------------------------------------
     def has_vec_table(self) -> bool:
         with self._lock:
-            row = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+            row = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
         return row is not None
 
     def ensure_vec_table(self, dims: int) -> bool:
@@ -240,8 +129,8 @@ class Store:
             current = self.get_meta("vec_dims")
             if current is not None and int(current) == dims and self.has_vec_table():
                 return True
-            self.db.execute("DROP TABLE IF EXISTS chunks_vec")
-            self.db.execute(
+            self._db.execute("DROP TABLE IF EXISTS chunks_vec")
+            self._db.execute(
                 f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}] distance_metric=cosine, "
                 "source text, path text)"
             )
@@ -251,7 +140,7 @@ class Store:
     # -- files ---------------------------------------------------------------------------------------------------
     def files(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            cur = self.db.execute(
+            cur = self._db.execute(
                 "SELECT path, abspath, source, hash, mtime, size, date, evergreen FROM files ORDER BY path"
             )
             cols = [d[0] for d in cur.description]
@@ -259,23 +148,28 @@ class Store:
 
     def file_chunk_counts(self) -> dict[str, int]:
         with self._lock:
-            return dict(self.db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
+            return dict(self._db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
 
     def delete_file(self, path: str) -> None:
         """Remove a file and its chunks from every table. Call inside a transaction."""
-        ids = [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE path = ?", (path,)).fetchall()]
+        ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE path = ?", (path,)).fetchall()]
         self._delete_chunk_ids(ids)
-        self.db.execute("DELETE FROM chunks WHERE path = ?", (path,))
-        self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+        self._db.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self._db.execute("DELETE FROM files WHERE path = ?", (path,))
 
     def _delete_chunk_ids(self, ids: Sequence[int]) -> None:
         has_vec = self.vec_available and self.has_vec_table()
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             marks = ",".join("?" * len(part))
-            self.db.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
+            self._db.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
             if has_vec:
-                self.db.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", part)
+                self._db.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", part)
+
+    def touch_file(self, path: str, mtime: float, size: int) -> None:
+        """Record a file's new mtime and size when its content hash did not change."""
+        with self.transaction():
+            self._db.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (mtime, size, path))
 
     def upsert_file(
         self,
@@ -286,14 +180,14 @@ class Store:
         """Replace a file's rows. ``chunks`` are dicts with start_line, end_line, hash, text, tokens, timestamp,
         evergreen; ``vectors`` parallel to them (None when not embedded). Call inside a transaction."""
         self.delete_file(file["path"])
-        self.db.execute(
+        self._db.execute(
             "INSERT INTO files(path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
             "VALUES (:path, :abspath, :source, :hash, :mtime, :size, :date, :evergreen, :indexed_at)",
             {**file, "indexed_at": time.time()},
         )
         has_vec = self.vec_available and self.has_vec_table()
         for chunk, vec in zip(chunks, vectors):
-            cur = self.db.execute(
+            cur = self._db.execute(
                 "INSERT INTO chunks(path, source, start_line, end_line, hash, text, tokens, timestamp, evergreen, "
                 "embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -302,20 +196,20 @@ class Store:
                 ),
             )
             cid = cur.lastrowid
-            self.db.execute("INSERT INTO chunks_fts(rowid, tokens) VALUES (?, ?)", (cid, chunk["tokens"]))
+            self._db.execute("INSERT INTO chunks_fts(rowid, tokens) VALUES (?, ?)", (cid, chunk["tokens"]))
             if vec is not None and has_vec:
-                self.db.execute(
+                self._db.execute(
                     "INSERT INTO chunks_vec(rowid, embedding, source, path) VALUES (?, ?, ?, ?)",
                     (cid, np.asarray(vec, dtype=np.float32).tobytes(), file["source"], file["path"]),
                 )
 
     def clear(self) -> None:
         """Delete every file and chunk (the embedding cache stays). Call inside a transaction."""
-        self.db.execute("DELETE FROM chunks")
-        self.db.execute("DELETE FROM files")
-        self.db.execute("DELETE FROM chunks_fts")
-        self.db.execute("DROP TABLE IF EXISTS chunks_vec")
-        self.db.execute("DELETE FROM meta WHERE key = 'vec_dims'")
+        self._db.execute("DELETE FROM chunks")
+        self._db.execute("DELETE FROM files")
+        self._db.execute("DELETE FROM chunks_fts")
+        self._db.execute("DROP TABLE IF EXISTS chunks_vec")
+        self._db.execute("DELETE FROM meta WHERE key = 'vec_dims'")
 
     # -- embedding cache -----------------------------------------------------------------------------------------
     def cache_get(self, provider: str, model: str, provider_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -325,7 +219,7 @@ class Store:
             for i in range(0, len(uniq), 500):
                 part = uniq[i : i + 500]
                 marks = ",".join("?" * len(part))
-                rows = self.db.execute(
+                rows = self._db.execute(
                     f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND provider_key = ?"
                     f" AND hash IN ({marks})",
                     (provider, model, provider_key, *part),
@@ -337,7 +231,7 @@ class Store:
     def cache_put(self, provider: str, model: str, provider_key: str, items: dict[str, np.ndarray]) -> None:
         now = time.time()
         with self._lock:
-            self.db.executemany(
+            self._db.executemany(
                 "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -349,14 +243,14 @@ class Store:
     def cache_rows(self) -> Iterator[tuple]:
         """Every cache row, for seeding a rebuilt index."""
         with self._lock:
-            rows = self.db.execute(
+            rows = self._db.execute(
                 "SELECT provider, model, provider_key, hash, dims, embedding, updated_at FROM embedding_cache"
             ).fetchall()
         return iter(rows)
 
     def cache_insert_rows(self, rows: Iterable[tuple]) -> None:
         with self._lock:
-            self.db.executemany(
+            self._db.executemany(
                 "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
@@ -364,13 +258,13 @@ class Store:
 
     def cache_count(self) -> int:
         with self._lock:
-            return self.db.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
+            return self._db.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
 
     # -- reads ---------------------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         with self._lock:
-            files = self.db.execute("SELECT count(*) FROM files").fetchone()[0]
-            chunks, embedded = self.db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            files = self._db.execute("SELECT count(*) FROM files").fetchone()[0]
+            chunks, embedded = self._db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
         return {"files": files, "chunks": chunks, "embedded_chunks": int(embedded)}
 
     @staticmethod
@@ -381,7 +275,7 @@ class Store:
             params.append(source)
         if path_prefix:
             clauses.append(f"{alias}path >= ? AND {alias}path < ?")
-            params += [path_prefix, _prefix_bound(path_prefix)]
+            params += [path_prefix, prefix_bound(path_prefix)]
         return "".join(f" AND {c}" for c in clauses), params
 
     def keyword_search(
@@ -397,7 +291,7 @@ class Store:
         else:
             sql = "SELECT rowid, bm25(chunks_fts) AS r FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
         with self._lock:
-            return [(int(i), float(r)) for i, r in self.db.execute(sql, (match, *params, limit)).fetchall()]
+            return [(int(i), float(r)) for i, r in self._db.execute(sql, (match, *params, limit)).fetchall()]
 
     def vector_knn(
         self, query: np.ndarray, k: int, source: str | None = None, path_prefix: str | None = None
@@ -408,7 +302,7 @@ class Store:
         blob = np.asarray(query, dtype=np.float32).tobytes()
         with self._lock:
             try:
-                rows = self.db.execute(sql, (blob, int(k), *params)).fetchall()
+                rows = self._db.execute(sql, (blob, int(k), *params)).fetchall()
             except Exception as exc:  # noqa: BLE001 - some sqlite-vec builds cannot range-filter text metadata
                 if not scope or "metadata" not in str(exc).lower():
                     raise
@@ -420,14 +314,14 @@ class Store:
     ) -> list[tuple[int, float]]:
         """Scoped KNN through sqlite-vec's ``rowid IN (...)`` constraint: the scope is resolved on ``chunks``."""
         scope, params = self._scope_sql("", source, path_prefix)
-        ids = [r[0] for r in self.db.execute(f"SELECT id FROM chunks WHERE embedded = 1{scope}", params).fetchall()]
+        ids = [r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE embedded = 1{scope}", params).fetchall()]
         if not ids:
             return []
         out: list[tuple[int, float]] = []
         for i in range(0, len(ids), 50_000):
             part = ids[i : i + 50_000]
             marks = ",".join("?" * len(part))
-            out += self.db.execute(
+            out += self._db.execute(
                 f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? AND rowid IN ({marks})",
                 (blob, int(k), *part),
             ).fetchall()
@@ -439,7 +333,7 @@ class Store:
     ) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
         """All embedded chunks' vectors: ``(ids, matrix, sources, paths)`` for exact in-memory search."""
         with self._lock:
-            rows = self.db.execute(
+            rows = self._db.execute(
                 "SELECT c.id, e.embedding, c.source, c.path FROM chunks c JOIN embedding_cache e ON e.hash = c.hash "
                 "AND e.provider = ? AND e.model = ? AND e.provider_key = ? WHERE c.embedded = 1 ORDER BY c.id",
                 (provider, model, provider_key),
@@ -453,7 +347,7 @@ class Store:
     def keyword_rows(self) -> tuple[list[int], list[str], list[str], list[str]]:
         """Every chunk's id, FTS5 token string, source and path, for the in-memory keyword index."""
         with self._lock:
-            rows = self.db.execute("SELECT id, tokens, source, path FROM chunks ORDER BY id").fetchall()
+            rows = self._db.execute("SELECT id, tokens, source, path FROM chunks ORDER BY id").fetchall()
         return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
 
     def chunk_rows(self, ids: Sequence[int]) -> dict[int, tuple]:
@@ -464,7 +358,7 @@ class Store:
             for i in range(0, len(uniq), 500):
                 part = uniq[i : i + 500]
                 marks = ",".join("?" * len(part))
-                for row in self.db.execute(
+                for row in self._db.execute(
                     "SELECT id, path, source, start_line, end_line, text, tokens, timestamp, evergreen FROM chunks "
                     f"WHERE id IN ({marks})",
                     part,
@@ -472,25 +366,15 @@ class Store:
                     out[row[0]] = row[1:]
         return out
 
-    def chunk_hashes(self, ids: Sequence[int]) -> dict[int, str]:
-        uniq = list(dict.fromkeys(int(i) for i in ids))
-        out: dict[int, str] = {}
-        with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                marks = ",".join("?" * len(part))
-                out.update(self.db.execute(f"SELECT id, hash FROM chunks WHERE id IN ({marks})", part).fetchall())
-        return out
-
     def consistency(self) -> dict[str, int | bool]:
         """Row counts that must agree (chunks = FTS rows; embedded chunks = vector rows) and ``quick_check``."""
         with self._lock:
-            chunks, embedded = self.db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
-            fts = self.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+            chunks, embedded = self._db.execute("SELECT count(*), coalesce(sum(embedded), 0) FROM chunks").fetchone()
+            fts = self._db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
             vec = -1
             if self.vec_available and self.has_vec_table():
-                vec = self.db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0]
-            ok = self.db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+                vec = self._db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0]
+            ok = self._db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
         return {"chunks": int(chunks), "embedded": int(embedded), "fts_rows": int(fts), "vec_rows": int(vec),
                 "quick_check": ok}
 
@@ -501,11 +385,45 @@ class Store:
         old content (the copy is journaled like any write).
         """
         with self._lock, target._lock:
-            self.db.backup(target.db)
+            self._db.backup(target._db)
 
-    def data_version(self) -> tuple[int, str]:
-        """Changes whenever another connection commits; plus our own generation counter."""
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the database file (``wal_checkpoint(TRUNCATE)``), e.g. before a copy."""
         with self._lock:
-            dv = self.db.execute("PRAGMA data_version").fetchone()[0]
-            gen = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(dv), gen[0] if gen else "0"
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def count_rows(self, table: str) -> int:
+        """Rows of one of the index's tables (``files``, ``chunks``, ``chunks_fts``, ``chunks_vec``...)."""
+        if table not in _TABLES:
+            raise ValueError(f"unknown table {table!r}; valid: {', '.join(_TABLES)}")
+        with self._lock:
+            return int(self._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+    def chunk_paths(self) -> dict[int, str]:
+        """``chunk id -> path`` of every chunk (maps chunk rankings to documents)."""
+        with self._lock:
+            return dict(self._db.execute("SELECT id, path FROM chunks").fetchall())
+
+    def chunk_spans(self) -> list[tuple[str, int, int, str]]:
+        """``(path, start_line, end_line, hash)`` of every chunk, ordered by path and line."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT path, start_line, end_line, hash FROM chunks ORDER BY path, start_line").fetchall()
+
+    def vector_scan(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` by a full scan ordered by ``vec_distance_cosine`` in SQL (the slow peer the bench reports)."""
+        sql = "SELECT rowid, vec_distance_cosine(embedding, ?) AS d FROM chunks_vec ORDER BY d LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, (np.asarray(query, dtype=np.float32).tobytes(), int(k))).fetchall()
+        return [(int(i), 1.0 - float(d)) for i, d in rows]
+
+    def pragma(self, name: str) -> Any:
+        """The value of a read-only ``PRAGMA name`` (``journal_mode``, ``user_version``...)."""
+        if not name.isidentifier():
+            raise ValueError(f"not a pragma name: {name!r}")
+        with self._lock:
+            return self._db.execute(f"PRAGMA {name}").fetchone()[0]
+
+    def table_names(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}

@@ -5,7 +5,7 @@ bandwidth (DESIGN.md: 4.3 ms, against 42 ms for sqlite-vec's KNN); long-lived pr
 Results equal sqlite-vec's exact KNN (cosine similarity of unit vectors, ties broken by chunk id).
 
 Large matrices (``StoreConfig.int8_min_rows`` rows and up) are scanned **exactly through an int8 copy**
-(:class:`~hybridmem.int8scan.Int8Rows`): each row is quantized to int8 with its own scale, and the row's quantization
+(:class:`~hybridmem.retrieve.int8scan.Int8Rows`): each row is quantized to int8 with its own scale, and the row's quantization
 error norm is kept. One pass over the int8 rows (a quarter of the bytes, scored against the float32 query) gives every
 row's approximate score with a proven error bound, every row whose upper bound reaches the k-th best lower bound is
 rescored in float32, and the top k of those are returned. The bound makes the result the exact top k, not an
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hybridmem.background import SecondCallBuild
 from hybridmem.config import DEFAULT_STORE
-from hybridmem.int8scan import Int8Rows
-from hybridmem.kernels import gathered_scores, loaded_kernels
+from hybridmem.retrieve.int8scan import Int8Rows
+from hybridmem.retrieve.kernels import gathered_scores, loaded_kernels
 
 __all__ = ["Int8Rows", "PcaPrefilter", "ScopedRows", "VectorMatrix", "matvec", "rows_matvec", "top_rows"]
 
@@ -140,7 +141,7 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 def rows_matvec(matrix: np.ndarray, rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``matrix[rows] @ vector`` (the exact float32 rescoring of shortlisted rows) through the compiled gather kernel
-    (:func:`hybridmem.kernels.gathered_scores`) once it is loaded: no copy of the rows, and no thread pool left
+    (:func:`hybridmem.retrieve.kernels.gathered_scores`) once it is loaded: no copy of the rows, and no thread pool left
     spinning after it (torch's ``index_select`` + ``mv`` here left OpenMP threads spinning into the next query's int8
     scan: quantized search 2.0 -> 2.7 ms). Before that, or without numba, one product over the gathered rows."""
     if rows.shape[0] and matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.flags.c_contiguous and \
@@ -187,12 +188,13 @@ class VectorMatrix(ScopedRows):
     rescore_factor: int = DEFAULT_STORE.rescore_factor
     prefilter_dims: int = DEFAULT_STORE.prefilter_dims
     _int8: Int8Rows | None | bool = field(default=None, repr=False)  # False: tried, unavailable
-    _searches: int = field(default=0, repr=False)
+    _int8_build: SecondCallBuild = field(init=False, repr=False)
     last_rescored: int = field(default=0, repr=False)  # rows the last int8 or quantized search rescored
     _int8_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.ascontiguousarray(self.matrix, dtype=np.float32)
+        self._int8_build = SecondCallBuild("int8", lambda: self.int8)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -230,9 +232,7 @@ class VectorMatrix(ScopedRows):
         (about 1 s per 100k rows) and later searches use the copy once it is there."""
         if self._int8 is not None or not 0 < self.int8_min_rows <= len(self):
             return self._int8 or None
-        self._searches += 1
-        if self._searches == 2:
-            threading.Thread(target=lambda: self.int8, name="hybridmem-int8", daemon=True).start()
+        self._int8_build.request()
         return None
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -1,4 +1,4 @@
-"""Fallbacks that keep memory search answering: search backends and embedding providers.
+"""Search backends with a fallback: an external engine first, the builtin index when it fails.
 
 :class:`BackendManager` wraps a primary search backend (any object with ``search(query, **kw)``, e.g. an external
 engine) and the builtin :class:`~hybridmem.index.MemoryIndex`, after the reference system's ``FallbackMemoryManager``:
@@ -10,9 +10,7 @@ engine) and the builtin :class:`~hybridmem.index.MemoryIndex`, after the referen
 * when every backend fails, ``search`` returns an :class:`Unavailable` result instead of raising into the agent;
 * :meth:`BackendManager.probe` is meant for start-up, so a misconfigured primary shows up before the first question.
 
-:class:`EmbedderFailover` is the same idea for embedding providers at run time: after ``threshold`` consecutive errors
-the active provider is replaced by the next one of the ``auto`` chain (local, then the configured remote providers,
-then keyword-only). The index's settings hash then changes, so the next sync is a full (atomic) reindex.
+The same idea for embedding providers at run time is :class:`hybridmem.retrieve.failover.EmbedderFailover`.
 
 Example:
     >>> mgr = BackendManager(lambda: Broken(), lambda: Echo())          # doctest: +SKIP
@@ -25,11 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from hybridmem.config import EmbeddingConfig
-from hybridmem.embeddings.base import Embedder
+from hybridmem.config import BACKEND_RETRY_AFTER_S
 
-DEFAULT_RETRY_AFTER_S = 60.0
-DEFAULT_FAILOVER_THRESHOLD = 3
 
 
 class SearchBackend(Protocol):
@@ -75,7 +70,7 @@ class BackendManager:
 
     primary_factory: Callable[[], SearchBackend] | None
     builtin_factory: Callable[[], SearchBackend]
-    retry_after_s: float = DEFAULT_RETRY_AFTER_S
+    retry_after_s: float = BACKEND_RETRY_AFTER_S
     clock: Callable[[], float] = time.monotonic
     primary_failed: bool = False
     last_error: str | None = None
@@ -180,45 +175,3 @@ class BackendManager:
                 except Exception:  # noqa: BLE001
                     pass
         self._primary = self._builtin = None
-
-
-@dataclass
-class EmbedderFailover:
-    """Counts consecutive errors of the active embedding provider and picks the next one of the chain.
-
-    ``record_error`` returns the replacement (an :class:`Embedder`, or None for keyword-only) once ``threshold``
-    consecutive errors happened, else ``False`` (keep the current one).
-    """
-
-    config: EmbeddingConfig
-    threshold: int = DEFAULT_FAILOVER_THRESHOLD
-    consecutive: int = 0
-    switched: list[str] = field(default_factory=list)
-
-    def record_success(self) -> None:
-        self.consecutive = 0
-
-    def chain_after(self, name: str) -> list[str]:
-        """Providers to try after ``name``: the rest of the ``auto`` chain (local, then ``fallback``)."""
-        chain = ["local", *self.config.fallback] if self.config.provider == "auto" else [
-            self.config.provider, *self.config.fallback]
-        if name in chain:
-            return chain[chain.index(name) + 1:]
-        return [p for p in chain if p != name]
-
-    def record_error(self, current: Embedder, exc: BaseException) -> Embedder | None | bool:
-        self.consecutive += 1
-        if self.consecutive < self.threshold:
-            return False
-        from hybridmem.embeddings import _make
-        from hybridmem.errors import ProviderError
-
-        reason = f"{current.name}: switched off after {self.consecutive} consecutive errors ({_describe(exc)})"
-        self.switched.append(reason)
-        self.consecutive = 0
-        for name in self.chain_after(current.name):
-            try:
-                return _make(name, self.config)
-            except ProviderError as err:
-                self.switched.append(f"{name}: {err}")
-        return None

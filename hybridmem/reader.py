@@ -1,0 +1,80 @@
+"""Reading lines of an indexed memory file for ``memory_get``, and the path checks that keep it inside the workspace.
+
+Refused: absolute paths, ``..``, ``~``, drive letters, NUL bytes, symlinks (the file or any folder on the way), and any
+path that is not an indexed (or indexable) memory file. Transcripts are read as their redacted ``User:`` /
+``Assistant:`` lines, numbered by the line of the ``.jsonl`` each came from.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from hybridmem.chunking import split_lines
+from hybridmem.config import SourcesConfig
+from hybridmem.errors import ArgumentError, PathError
+from hybridmem.sessions import compile_redactions, parse_transcript
+from hybridmem.sources import read_text
+
+
+def read_lines(
+    abspath: Path, source: str, key: str, workspace: Path | None, sources: SourcesConfig,
+    from_line: int | None = None, lines: int | None = None,
+) -> dict[str, Any]:
+    """Lines ``from_line`` .. ``from_line + lines - 1`` of one memory file or transcript (all of them by default)."""
+    refuse_symlinks(abspath, workspace)
+    if from_line is not None and from_line < 1:
+        raise ArgumentError(f"from_line must be >= 1, got {from_line}")
+    if lines is not None and lines < 1:
+        raise ArgumentError(f"lines must be >= 1, got {lines}")
+    text, _ = read_text(abspath, sources.max_file_bytes)
+    if source == "sessions":
+        tr = parse_transcript(split_lines(text), compile_redactions(sources.redact_patterns))
+        numbered = list(zip(tr.line_map, split_lines(tr.text)))
+    else:
+        numbered = list(enumerate(split_lines(text), start=1))
+    start = from_line or 1
+    selected = [(n, t) for n, t in numbered if n >= start]
+    if lines is not None:
+        selected = [(n, t) for n, t in selected if n < start + lines]
+    return {
+        "path": key, "from": start, "lines": len(selected), "total_lines": len(numbered),
+        "text": "\n".join(t for _, t in selected),
+        "line_numbers": [n for n, _ in selected] if source == "sessions" else None,
+    }
+
+
+def validate_relative(path: str) -> str:
+    """A clean workspace-relative POSIX path, or PathError for absolute paths, ``..`` and odd input."""
+    if not isinstance(path, str) or not path.strip():
+        raise PathError("path is empty")
+    if "\x00" in path:
+        raise PathError("path contains a NUL byte")
+    p = path.strip().replace("\\", "/")
+    if p.startswith("/") or PurePosixPath(p).is_absolute() or (len(p) > 1 and p[1] == ":") or p.startswith("~"):
+        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+    parts = [x for x in p.split("/") if x not in ("", ".")]
+    if any(x == ".." for x in parts):
+        raise PathError(f"path escapes the memory root: {path!r}")
+    clean = "/".join(parts)
+    if clean.startswith("~") or (len(clean) > 1 and clean[1] == ":"):  # "./C:/x", "./~/x"
+        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+    return clean
+
+
+def refuse_symlinks(abspath: Path, workspace: Path | None) -> None:
+    if abspath.is_symlink():
+        raise PathError(f"symlinks are refused: {abspath.name}")
+    if workspace is not None:
+        try:
+            rel = abspath.relative_to(workspace)
+        except ValueError:
+            return
+        cur = workspace
+        for part in rel.parts:
+            cur = cur / part
+            if cur.is_symlink():
+                raise PathError(f"path goes through a symlink: {cur.relative_to(workspace).as_posix()}")
+        if not os.path.realpath(abspath).startswith(os.path.realpath(workspace) + os.sep):
+            raise PathError("path resolves outside the memory root")

@@ -1,0 +1,208 @@
+"""The expensive half of search: both legs for one query, from the store or from in-memory copies of it.
+
+:class:`Retriever` embeds the query (with provider failover), runs the keyword leg (FTS5, or the in-memory postings
+once built) and the vector leg (the in-memory matrix, its int8 copy, the quantized pre-filter, or sqlite-vec), and
+returns plain-data :class:`~hybridmem.records.Candidates` for ``rank()``. It holds no ranking logic.
+
+In-memory copies belong to one index *generation* (a counter the sync bumps): a copy of an older generation is never
+used. Each is built from the second call that could use it (:mod:`hybridmem.background`), so a one-shot search pays
+for none of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+
+from hybridmem.background import SecondCallBuild
+from hybridmem.config import MAX_QUERY_CHARS, Settings
+from hybridmem.embeddings import LazyEmbedder
+from hybridmem.errors import HybridMemError
+from hybridmem.records import Candidates
+from hybridmem.retrieve.failover import EmbedderFailover
+from hybridmem.retrieve.keywords import KeywordIndex
+from hybridmem.retrieve.legs import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
+from hybridmem.retrieve.vectors import VectorMatrix
+from hybridmem.store import Store
+
+Identity = Callable[[], tuple[str, str, str, int]]  # (provider, model, provider_key, dims) the index was built with
+VectorSearch = Callable[[np.ndarray, int, "str | None", "str | None"], list[tuple[int, float]]]
+
+
+class Retriever:
+    """Both legs over one :class:`Store`.
+
+    Args:
+        store: the index.
+        settings: tokenizer, embedding and store settings are read from it.
+        embedder: the (lazily loaded) embedder shared with the sync.
+        identity: the provider, model, key and dims whose vectors the index holds.
+        on_provider_switch: called when failover replaced the embedding provider (the index needs a reindex).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        embedder: LazyEmbedder,
+        identity: Identity,
+        on_provider_switch: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.embedder = embedder
+        self._identity = identity
+        self._on_switch = on_provider_switch
+        self._failover: EmbedderFailover | None = None
+        self.vector_error: str | None = None
+        self._lock = threading.Lock()
+        self._matrix: VectorMatrix | None = None
+        self._matrix_gen: str | None = None
+        self._keywords: tuple[str, KeywordIndex] | None = None  # (generation, in-memory FTS5 postings)
+        self._keywords_build: tuple[str, SecondCallBuild] | None = None
+
+    def drop_caches(self) -> None:
+        """Forget the in-memory copies (after a sync or reindex changed the index)."""
+        self._matrix = None
+
+    # -- query embedding -----------------------------------------------------------------------------------------
+    def embed_query(self, query: str) -> np.ndarray | None:
+        """The query vector, or None (keyword-only for this query) when the provider fails. After repeated failures
+        the next provider of the chain takes over and ``on_provider_switch`` is called."""
+        embedder = self.embedder.get()
+        try:
+            qv = embedder.embed_query(query[:MAX_QUERY_CHARS])  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
+            self.vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
+            if self._failover is None:
+                self._failover = EmbedderFailover(self.settings.embedding)
+            replacement = self._failover.record_error(embedder, exc)  # type: ignore[arg-type]
+            if replacement is not False:
+                self.embedder.replace(replacement, list(self._failover.switched))  # type: ignore[arg-type]
+                self._failover.switched.clear()
+                self._matrix = None
+                self._on_switch()
+            return None
+        if self._failover is not None:
+            self._failover.record_success()
+        self.vector_error = None
+        return qv
+
+    # -- in-memory copies ----------------------------------------------------------------------------------------
+    def _generation(self) -> str:
+        return self.store.get_meta("generation", "0") or "0"
+
+    def vector_search(self) -> VectorSearch:
+        """The vector search function of the configured mode, over the current generation."""
+        mode = self.settings.store.vector_search
+        if mode == "sqlite-vec" and self.store.vec_available and self.store.has_vec_table():
+            return self.store.vector_knn
+        matrix = self.matrix()
+        return matrix.search_quantized if mode == "quantized" else matrix.search
+
+    def matrix(self) -> VectorMatrix:
+        """The in-memory vector matrix of the current generation, loaded now if needed."""
+        gen = self._generation()
+        with self._lock:
+            if self._matrix is None or self._matrix_gen != gen:
+                name, model, key, _ = self._identity()
+                ids, mat, sources, paths = self.store.load_vectors(name, model, key)
+                store_cfg = self.settings.store
+                self._matrix = VectorMatrix(ids, mat, sources, paths, int8_min_rows=store_cfg.int8_min_rows,
+                                            rescore_min=store_cfg.rescore_min, rescore_factor=store_cfg.rescore_factor,
+                                            prefilter_dims=store_cfg.prefilter_dims)
+                self._matrix_gen = gen
+            return self._matrix
+
+    def vector_search_label(self) -> str:
+        """How vector queries are served, for ``status()``: sqlite-vec, memory (exact; int8-bounded when the int8
+        copy is in use), or quantized (int8 principal-subspace pre-filter)."""
+        mode = self.settings.store.vector_search
+        if mode == "sqlite-vec" and self.store.vec_available:
+            return "sqlite-vec"
+        if mode == "quantized":
+            return "quantized"
+        m = self._matrix
+        return "memory (int8-bounded exact)" if m is not None and m.int8_built else "memory"
+
+    def keyword_memory(self) -> KeywordIndex | None:
+        """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
+        there is none: FTS5 answers. Built in the background from a generation's second keyword query (8 s at 100k
+        chunks), so one-shot CLI searches never load it and no query waits for it."""
+        gen = self._generation()
+        ready = self._keywords
+        if ready is not None and ready[0] == gen:
+            return ready[1]
+        with self._lock:
+            pending = self._keywords_build
+            if pending is None or pending[0] != gen:
+
+                def build(gen: str = gen) -> None:
+                    self._keywords = (gen, KeywordIndex.build(*self.store.keyword_rows()))
+
+                pending = (gen, SecondCallBuild("keywords", build, enabled=self.settings.store.keyword_memory))
+                self._keywords_build = pending
+        pending[1].request()
+        return None
+
+    def _vector_of(self, cid: int) -> np.ndarray | None:
+        return self._matrix.vector(cid) if self._matrix is not None else None
+
+    def wait_for_copies(self) -> None:
+        """Block until started background builds are done (benchmarks and tests)."""
+        if self._keywords_build is not None:
+            self._keywords_build[1].wait()
+        if self._matrix is not None:
+            _ = self._matrix.int8  # waits for (or does) the int8 build
+
+    # -- retrieval -----------------------------------------------------------------------------------------------
+    def retrieve(
+        self,
+        query: str,
+        pool: int,
+        keyword: bool = True,
+        vector: bool = True,
+        scope: Scope | None = None,
+        with_vectors: bool = False,
+        query_vector: np.ndarray | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> Candidates:
+        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
+        scope = scope or Scope()
+        t = timings if timings is not None else {}
+        if not isinstance(query, str):
+            raise HybridMemError(f"query must be a string, not {type(query).__name__}")
+        tok = self.settings.tokenizer
+        t0 = time.perf_counter()
+        kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory()) if keyword else []
+        t["keyword"] = (time.perf_counter() - t0) * 1000
+        vec: list = []
+        vector_searched = False
+        if vector and query.strip() and (query_vector is not None or self.embedder.get() is not None):
+            t0 = time.perf_counter()
+            qv = query_vector if query_vector is not None else self.embed_query(query)
+            t["embed"] = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            search_fn = self.vector_search() if qv is not None else None
+            if search_fn is not None and self._matrix is not None and len(self._matrix) and \
+                    self._matrix.matrix.shape[1] != qv.shape[0]:
+                self.vector_error = (f"the index holds {self._matrix.matrix.shape[1]}-dim vectors but the query "
+                                     f"embedder gives {qv.shape[0]}: rebuild with `hybridmem index --rebuild`")
+                search_fn = None
+            if search_fn is not None:
+                vec = vector_leg(search_fn, qv, pool, scope)
+                vector_searched = True
+            t["vector"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        ids = [h.chunk_id for h in kw] + [h.chunk_id for h in vec]
+        if with_vectors and self._matrix is None and self.embedder.get() is not None:
+            self.vector_search()  # loads the matrix (except in sqlite-vec mode, where cosine MMR has no vectors)
+        chunks = chunk_infos(self.store, ids, self._vector_of if with_vectors else None)
+        t["load"] = (time.perf_counter() - t0) * 1000
+        kw = [h for h in kw if h.chunk_id in chunks]
+        vec = [h for h in vec if h.chunk_id in chunks]
+        return build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+

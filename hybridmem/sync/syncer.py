@@ -1,0 +1,161 @@
+"""Keeping a :class:`~hybridmem.store.Store` in step with a workspace: discover, diff, index, or rebuild atomically.
+
+:class:`Syncer` owns the incremental loop (new, changed and deleted files by mtime, size and content hash; growing
+transcripts deferred until they grew enough), the settings hash that decides when everything must be rebuilt, and
+the hand-over to :func:`~hybridmem.sync.reindex.atomic_reindex` for a full rebuild of an on-disk index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from hybridmem import sources as src
+from hybridmem.config import Settings
+from hybridmem.embeddings import LazyEmbedder, embedder_identity
+from hybridmem.errors import WorkspaceError
+from hybridmem.records import Document
+from hybridmem.sessions import defer_session_reindex
+from hybridmem.store import Store
+from hybridmem.sync.documents import Progress, SyncReport, apply_documents, document_hash, file_row, sync_documents
+from hybridmem.sync.reindex import atomic_reindex
+from hybridmem.tokenization import fts_tokenizer_spec
+
+
+class Syncer:
+    """Indexes a workspace's sources (or in-memory documents) into ``store``.
+
+    Args:
+        store: the index to write.
+        settings: sources, chunking, tokenizer and embedding settings.
+        workspace: the folder holding ``MEMORY.md`` and ``memory/``; None for a documents-only index.
+        embedder: the (lazily loaded) embedder for documents; shared with the retriever.
+    """
+
+    def __init__(self, store: Store, settings: Settings, workspace: Path | None, embedder: LazyEmbedder) -> None:
+        self.store = store
+        self.settings = settings
+        self.workspace = workspace
+        self.embedder = embedder
+
+    def identity(self) -> tuple[str, str, str, int]:
+        """(provider, model, provider_key, dims) of the embedder, without loading a local model when the index
+        already records the same provider and model (so a warm sync or a keyword-only search stays fast)."""
+        if not self.embedder.loaded:
+            cfg = self.settings.embedding
+            meta = self.store.all_meta()
+            if cfg.provider == "none":
+                return "none", "", "", 0
+            if cfg.provider == "local" and meta.get("provider") == "local" and meta.get("model") == cfg.model:
+                return "local", cfg.model, meta.get("provider_key", ""), int(meta.get("dims", 0) or 0)
+        return embedder_identity(self.embedder.get())
+
+    def settings_hash(self) -> str:
+        name, model, key, dims = self.identity()
+        base = self.settings.index_hash(dims)
+        return hashlib.sha256(f"{base}|{name}|{model}|{key}|{dims}".encode()).hexdigest()[:16]
+
+    def needs_full_reindex(self) -> bool:
+        """True when an existing index was built with other settings (model, dims, chunking, tokenizer)."""
+        stored = self.store.get_meta("settings_hash")
+        if stored is None:
+            return False
+        dims = self.identity()[3]
+        return stored != self.settings_hash() or (dims > 0 and self.store.vec_available
+                                                   and not self.store.has_vec_table())
+
+    def prepare_full_reindex(self) -> bool:
+        """Clear the index when the settings hash changed; returns True when it did."""
+        current = self.settings_hash()
+        stored = self.store.get_meta("settings_hash")
+        name, model, key, dims = self.identity()
+        if stored == current and (dims == 0 or not self.store.vec_available or self.store.has_vec_table()):
+            return False
+        with self.store.transaction():
+            self.store.clear()
+        self.store.ensure_vec_table(dims)
+        for k, v in {"settings_hash": current, "provider": name, "model": model, "provider_key": key, "dims": dims,
+                     "fts_tokenizer": fts_tokenizer_spec()}.items():
+            self.store.set_meta(k, v)
+        return stored is not None
+
+    def _bump(self) -> None:
+        gen = int(self.store.get_meta("generation", "0") or 0) + 1
+        self.store.set_meta("generation", gen)
+        self.store.set_meta("last_sync", time.time())
+
+    # -- workspace -----------------------------------------------------------------------------------------------
+    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+        """Bring the index up to date with the workspace. A settings change (model, chunking, tokenizer, dims) or
+        ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``."""
+        if self.workspace is None:
+            raise WorkspaceError("this index has no workspace; use index_documents()")
+        if (force or self.needs_full_reindex()) and self.store.path != ":memory:":
+            return atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
+                                                                 self.embedder).sync(progress=progress))
+        t0 = time.perf_counter()
+        report = SyncReport()
+        if force:
+            self.store.set_meta("settings_hash", "forced")
+        report.full_reindex = self.prepare_full_reindex() or force
+        known = self.store.files()
+        found = src.discover(self.workspace, self.settings.sources)
+        seen: set[str] = set()
+        changed: list[tuple[Document, dict]] = []
+        for sf in found:
+            seen.add(sf.path)
+            old = known.get(sf.path)
+            if old and old["mtime"] == sf.mtime and old["size"] == sf.size and old["abspath"] == sf.abspath:
+                report.unchanged += 1
+                continue
+            if old and sf.source == "sessions" and self._defer_session(sf, old):
+                report.deferred += 1  # a growing transcript waits for 100 KB or 50 new messages
+                continue
+            try:
+                loaded = src.load(sf, self.settings.sources)
+            except OSError as exc:
+                report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+                continue
+            if loaded.warning:
+                report.warnings.append(f"{sf.path}: {loaded.warning}")
+            if loaded.document is None:
+                seen.discard(sf.path)
+                continue
+            h = document_hash(loaded.document)
+            row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
+            if old and old["hash"] == h:
+                report.unchanged += 1
+                self.store.touch_file(sf.path, sf.mtime, sf.size)
+                continue
+            if old:
+                report.changed += 1
+            else:
+                report.added += 1
+            changed.append((loaded.document, row))
+        deleted = [p for p in known if p not in seen]
+        report.deleted = len(deleted)
+        embedder = self.embedder.get() if changed else None
+        apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress)
+        self._bump()
+        counts = self.store.counts()
+        report.files, report.chunks = counts["files"], counts["chunks"]
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _defer_session(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
+        sync = self.settings.sync
+        return old["abspath"] == sf.abspath and defer_session_reindex(
+            sf.abspath, int(old["size"]), sf.size, sync.session_delta_bytes, sync.session_delta_messages)
+
+    # -- documents -----------------------------------------------------------------------------------------------
+    def index_documents(
+        self, documents: Iterable[Document], prune: bool = True, progress: Progress | None = None
+    ) -> SyncReport:
+        """Index in-memory documents (evaluation corpora) through the same pipeline as files."""
+        full = self.prepare_full_reindex()
+        report = sync_documents(self.store, self.settings, self.embedder.get(), documents, prune, progress)
+        report.full_reindex = full
+        self._bump()
+        return report
