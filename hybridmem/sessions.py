@@ -73,6 +73,26 @@ class Transcript:
     messages: int
     malformed: int
     last_timestamp: float | None
+    surrogate_lines: tuple[int, ...] = ()  # JSONL lines whose text held lone surrogates (replaced by U+FFFD)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many there were.
+
+    JSON may escape half of a surrogate pair (a cut emoji, ``"\\ud83d"``); ``json.loads`` turns it into a lone
+    surrogate, which no UTF-8 encoder (SQLite, FTS, an embedding tokenizer) accepts. Paired escapes decode to one
+    character and are kept.
+
+    Example:
+        >>> replace_surrogates("cut emoji \ud83d here")
+        ('cut emoji \ufffd here', 1)
+    """
+    if _SURROGATE.search(text) is None:
+        return text, 0
+    return _SURROGATE.subn("\ufffd", text)
 
 
 def _content_text(content: Any) -> str:
@@ -157,6 +177,7 @@ def parse_transcript(
     line_map: list[int] = []
     messages = malformed = 0
     last_ts: float | None = None
+    surrogate_lines: list[int] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -176,7 +197,10 @@ def parse_transcript(
         role = ROLES.get(str(msg.get("role", ""))[:16])
         if role is None:
             continue
-        text = " ".join(redact(_content_text(msg.get("content")), pats).split())
+        text, bad = replace_surrogates(_content_text(msg.get("content")))
+        if bad:
+            surrogate_lines.append(number)
+        text = " ".join(redact(text, pats).split())
         if not text:
             continue
         ts = _timestamp(record.get("timestamp", msg.get("timestamp")))
@@ -185,4 +209,4 @@ def parse_transcript(
         out.append(f"{role}: {text}")
         line_map.append(number)
         messages += 1
-    return Transcript("\n".join(out), tuple(line_map), messages, malformed, last_ts)
+    return Transcript("\n".join(out), tuple(line_map), messages, malformed, last_ts, tuple(surrogate_lines))

@@ -17,10 +17,11 @@ from typing import Iterator
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.records import Document
-from hybridmem.sessions import compile_redactions, parse_transcript
+from hybridmem.sessions import compile_redactions, parse_transcript, replace_surrogates
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
 ROOT_FILES = ("MEMORY.md", "memory.md")
+SOURCES = ("memory", "sessions")  # the values of SourceFile.source, a search's ``source`` filter
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,21 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None) -> list
     return [out[k] for k in sorted(out)]
 
 
+def describe_sources(workspace: str | Path, config: SourcesConfig | None = None) -> str:
+    """One sentence saying where :func:`discover` looks, for a workspace where it found nothing.
+
+    Example:
+        >>> describe_sources("/notes")
+        'no memory files found in /notes: looked for MEMORY.md, memory.md, memory/**/*.md and sessions/**/*.jsonl'
+    """
+    cfg = config or SourcesConfig()
+    places = [*ROOT_FILES, "memory/**/*.md"]
+    places += [f"{p} (extra path)" for p in cfg.extra_paths]
+    places += [f"{p.rstrip('/')}/**/*.jsonl" for p in cfg.session_paths]
+    listed = ", ".join(places[:-1]) + f" and {places[-1]}" if len(places) > 1 else places[0]
+    return f"no memory files found in {workspace}: looked for {listed}"
+
+
 @dataclass(frozen=True)
 class LoadResult:
     document: Document | None
@@ -147,6 +163,15 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     return text, "; ".join(warnings) or None
 
 
+def _join(first: str, rest: str | None) -> str:
+    return first + (f"; {rest}" if rest else "")
+
+
+def _surrogate_warning(lines: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    return f"lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) {shown}"
+
+
 def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     """Read one discovered file into a Document (None for a binary file)."""
     cfg = config or SourcesConfig()
@@ -157,11 +182,16 @@ def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
         tr = parse_transcript(split_lines(text), compile_redactions(cfg.redact_patterns))
         if tr.malformed:
             warning = f"{tr.malformed} malformed JSONL line(s) skipped" + (f"; {warning}" if warning else "")
+        if tr.surrogate_lines:
+            warning = _join(_surrogate_warning(tr.surrogate_lines), warning)
         doc = Document(
             path=sf.path, text=tr.text, source="sessions", mtime=sf.mtime, date=tr.last_timestamp,
             evergreen=False, line_map=tr.line_map,
         )
         return LoadResult(doc, warning, tr.malformed)
+    text, bad = replace_surrogates(text)  # a decoded file holds none; kept for text handed in another way
+    if bad:
+        warning = _join(f"{bad} lone surrogate(s) replaced by U+FFFD", warning)
     doc = Document(
         path=sf.path, text=text, source="memory", mtime=sf.mtime, date=date_from_path(sf.path),
         evergreen=is_evergreen(sf.path),
