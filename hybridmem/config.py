@@ -356,7 +356,10 @@ class Settings:
         return replace(self, **changes)
 
     def index_hash(self, dims: int | None = None) -> str:
-        """Stable hash of the settings that change what the index holds (model, provider, chunking, tokenizer, dims)."""
+        """Stable hash of the settings that change what the index holds (model, provider, chunking, tokenizer, dims,
+        redaction rules)."""
+        from hybridmem.redaction import redaction_fingerprint
+
         tok = dataclasses.asdict(self.tokenizer)
         for query_only in ("query_mode", "query_stopwords", "max_query_terms"):
             tok.pop(query_only)
@@ -368,6 +371,7 @@ class Settings:
             "tokenizer": tok,
             "dims": dims if dims is not None else self.embedding.dims,
             "schema": 1,
+            "redaction": redaction_fingerprint(self),  # a new redact_patterns entry re-indexes on the next sync
         }
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -17,7 +17,7 @@ from typing import Iterator
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.records import Document
-from hybridmem.sessions import compile_redactions, parse_transcript, replace_surrogates
+from hybridmem.sessions import NO_REDACTION, compile_redactions, parse_transcript, replace_surrogates
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
 ROOT_FILES = ("MEMORY.md", "memory.md")
@@ -163,6 +163,13 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     return text, "; ".join(warnings) or None
 
 
+def redact_memory_text(text: str, config: SourcesConfig | None = None) -> str:
+    """A memory file's text as it is indexed: secrets redacted when ``sources.redact_memory`` is on (the default),
+    line breaks kept so line numbers stay right. ``memory_get`` should return the same."""
+    cfg = config or SourcesConfig()
+    return compile_redactions(cfg.redact_patterns).redact(text) if cfg.redact_memory else text
+
+
 def _join(first: str, rest: str | None) -> str:
     return first + (f"; {rest}" if rest else "")
 
@@ -179,7 +186,8 @@ def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     if warning == "binary file skipped":
         return LoadResult(None, warning)
     if sf.source == "sessions":
-        tr = parse_transcript(split_lines(text), compile_redactions(cfg.redact_patterns))
+        tr = parse_transcript(split_lines(text), compile_redactions(cfg.redact_patterns) if cfg.redact_sessions
+                              else NO_REDACTION)
         if tr.malformed:
             warning = f"{tr.malformed} malformed JSONL line(s) skipped" + (f"; {warning}" if warning else "")
         if tr.surrogate_lines:
@@ -192,6 +200,7 @@ def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     text, bad = replace_surrogates(text)  # a decoded file holds none; kept for text handed in another way
     if bad:
         warning = _join(f"{bad} lone surrogate(s) replaced by U+FFFD", warning)
+    text = redact_memory_text(text, cfg)
     doc = Document(
         path=sf.path, text=text, source="memory", mtime=sf.mtime, date=date_from_path(sf.path),
         evergreen=is_evergreen(sf.path),
