@@ -175,3 +175,83 @@ def test_corpus_scores(capsys) -> None:
               f"{len(NEGATIVE)} negatives, {len(false_pos)} false positives")
     assert missed == [] and false_pos == []
     assert len(POSITIVE) >= 60 and len(NEGATIVE) >= 45
+
+
+def _index_bytes(idx) -> bytes:
+    idx.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)") if hasattr(idx.store, "db") else None
+    return b"".join(p.read_bytes() for p in Path(idx.index_path).parent.glob(Path(idx.index_path).name + "*"))
+
+
+def test_secrets_reach_neither_chunks_nor_fts_nor_index_bytes(tmp_path: Path) -> None:
+    from hybridmem.index import MemoryIndex
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "memory").mkdir()
+    secrets = [s for _, s in POSITIVE]
+    (ws / "sessions" / "s.jsonl").write_text("\n".join(json.dumps({"role": "user", "content": t}) for t, _ in POSITIVE))
+    (ws / "memory" / "keys.md").write_text("# Keys\n\n" + "\n".join(t for t, _ in POSITIVE[:20]) + "\nlast line\n")
+    settings = Settings().override(embedding={"provider": "none"})
+    with MemoryIndex(ws, settings=settings, embedder=None) as idx:
+        idx.sync()
+        rows = idx.store.chunk_rows(list(range(1, idx.store.counts()["chunks"] + 1)))
+        stored = "\n".join(str(r) for r in rows.values())
+        assert [s for s in secrets if s in stored] == []
+        raw = _index_bytes(idx)
+        assert [s for s in secrets if s.encode() in raw] == []
+        # line numbers of a memory file survive a multi-line redaction: the last line is still line 2 + 20 + 1
+        got = idx.get("memory/keys.md", from_line=23, lines=1)
+        assert got["text"] == "last line"
+        hit = idx.search("last line", min_score=0.0, path_prefix="memory/").results[0]
+        assert hit.citation.startswith("memory/keys.md#L")
+
+
+def test_a_new_redact_pattern_takes_effect_on_the_next_sync(tmp_path: Path) -> None:
+    from hybridmem.index import MemoryIndex
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "s.jsonl").write_text(json.dumps({"role": "user", "content": "badge EMP-123456 issued"}) + "\n")
+    (ws / "MEMORY.md").write_text("Linh's badge is EMP-654321.\n")
+    base = Settings().override(embedding={"provider": "none"})
+    with MemoryIndex(ws, settings=base, embedder=None) as idx:
+        idx.sync()
+        assert len(idx.search("EMP", min_score=0.0).results) == 2
+    settings = base.override(sources={"redact_patterns": [r"EMP-\d{6}"]})
+    assert settings.index_hash() != base.index_hash()
+    with MemoryIndex(ws, settings=settings, embedder=None) as idx:
+        idx.sync()  # a plain sync, no --rebuild
+        texts = [h.snippet for h in idx.search("badge", min_score=0.0).results]
+        assert sorted(texts) == ["Linh's badge is [REDACTED].", "User: badge [REDACTED] issued"]
+        assert b"EMP-123456" not in _index_bytes(idx) and b"EMP-654321" not in _index_bytes(idx)
+
+
+def test_redact_memory_off_keeps_memory_text_and_changes_the_fingerprint(tmp_path: Path) -> None:
+    from hybridmem.sources import SourceFile, load
+
+    p = tmp_path / "MEMORY.md"
+    p.write_text("db_password: s3cr3t-Value\nsecond line\n")
+    sf = SourceFile("MEMORY.md", str(p), "memory", 0.0, p.stat().st_size)
+    on, off = Settings(), Settings().override(sources={"redact_memory": False})
+    assert load(sf, on.sources).document.text == "db_password: [REDACTED]\nsecond line\n"
+    assert load(sf, off.sources).document.text == "db_password: s3cr3t-Value\nsecond line\n"
+    assert redaction_fingerprint(on) != redaction_fingerprint(off)
+    assert redaction_fingerprint(on) == redaction_fingerprint(Settings())
+    assert redaction_fingerprint(on) != redaction_fingerprint(Settings().override(sources={"redact_sessions": False}))
+
+
+def test_gitleaks_rules_load_and_translate() -> None:
+    r = redactor()
+    gitleaks = [x for x in r.rules if x.origin == "gitleaks"]
+    assert len(gitleaks) == 221  # 222 rules, one on file paths only
+    assert _python_regex(r"ab(?i)cd|ef") == r"ab(?i:cd|ef)"
+    assert _python_regex(r"(x(?i)y)z\z") == r"(x(?i:y))z\Z"
+    assert shannon_entropy("aaaa") == 0.0 and shannon_entropy("abcd") == 2.0
+    # gitleaks' own finding, not ours: a Shopify token only it knows
+    token = "shpat_" + rnd(32, "0123456789abcdef", 60)
+    assert [f[2] for f in r.findings(f"shopify {token}")] == ["shopify-access-token"]
+
+
+def test_invalid_extra_pattern_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match="invalid setting sources.redact_patterns: '\\(' is not a valid"):
+        redactor(["("])
