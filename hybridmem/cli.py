@@ -98,6 +98,12 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(f"warning: {w}", file=sys.stderr)
         if status.get("fallback_reason"):
             print(f"note: {status['fallback_reason']}", file=sys.stderr)
+    if out["files"] == 0:
+        # exit 0: an empty workspace is a valid state (a new agent, or a cron job that indexes before the first note),
+        # but a newcomer who pointed at the wrong folder must learn where we looked
+        from hybridmem.sources import describe_sources
+
+        print(f"note: {describe_sources(args.workspace, idx.settings.sources)}", file=sys.stderr)
     return 0
 
 
@@ -161,6 +167,10 @@ def explain_table(hits: Sequence[Any]) -> str:
 @command("search")
 def cmd_search(args: argparse.Namespace) -> int:
     """Hybrid search over a workspace."""
+    from hybridmem.sources import SOURCES
+
+    if args.source is not None and args.source not in SOURCES:
+        raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
     with open_index(args) as idx:
         if args.sync:
             idx.sync()
@@ -180,7 +190,7 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"text {_fmt(h.text_score)})")
         for line in h.snippet.splitlines()[:8]:
             print(f"     {line}")
-    if resp.fallback:
+    if resp.fallback and resp.fallback_reason:  # a keyword-only index has no reason to give
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
     if args.explain:
         print()

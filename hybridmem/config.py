@@ -48,6 +48,16 @@ def _check(cond: bool, name: str, value: Any, expected: str) -> None:
         raise ConfigError(f"invalid setting {name}={value!r}: expected {expected}")
 
 
+def _is_int(value: Any) -> bool:
+    """An int that is not a bool (``True`` is an ``int`` to Python, never a count to a user)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_strings(name: str, values: Any) -> None:
+    _check(isinstance(values, tuple) and all(isinstance(v, str) for v in values), name, values,
+           "a list of strings")
+
+
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     _check(value in choices, name, value, "one of " + ", ".join(choices))
 
@@ -69,13 +79,13 @@ class ChunkingConfig:
     chars_per_token: int = 4
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.tokens, int) and self.tokens >= 8, "chunking.tokens", self.tokens, "an integer >= 8")
+        _check(_is_int(self.tokens) and self.tokens >= 8, "chunking.tokens", self.tokens, "an integer >= 8")
         _check(
-            isinstance(self.overlap, int) and 0 <= self.overlap < self.tokens,
+            _is_int(self.overlap) and 0 <= self.overlap < self.tokens,
             "chunking.overlap", self.overlap, "an integer >= 0 and smaller than chunking.tokens",
         )
         _check(
-            isinstance(self.chars_per_token, int) and self.chars_per_token >= 1,
+            _is_int(self.chars_per_token) and self.chars_per_token >= 1,
             "chunking.chars_per_token", self.chars_per_token, "an integer >= 1",
         )
 
@@ -104,7 +114,7 @@ class TokenizerConfig:
         _check(self.cjk_ngram in (1, 2, 3), "tokenizer.cjk_ngram", self.cjk_ngram, "1, 2 or 3")
         _check_choice("tokenizer.query_mode", self.query_mode, QUERY_MODES)
         _check(
-            isinstance(self.max_query_terms, int) and self.max_query_terms >= 1,
+            _is_int(self.max_query_terms) and self.max_query_terms >= 1,
             "tokenizer.max_query_terms", self.max_query_terms, "an integer >= 1",
         )
 
@@ -133,8 +143,8 @@ class EmbeddingConfig:
         _check_choice("embedding.provider", self.provider, PROVIDERS)
         _check_choice("embedding.query_runtime", self.query_runtime, QUERY_RUNTIMES)
         _check(isinstance(self.model, str) and self.model != "", "embedding.model", self.model, "a model name or path")
-        _check(isinstance(self.batch_size, int) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
-        _check(isinstance(self.dims, int) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
+        _check(_is_int(self.batch_size) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
+        _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
         _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")
         _check(self.max_retries >= 0, "embedding.max_retries", self.max_retries, ">= 0")
         for p in self.fallback:
@@ -177,14 +187,14 @@ class RankConfig:
             _check(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"ranking.{name}", v, "a number >= 0")
         _check(self.vector_weight + self.text_weight > 0, "ranking.vector_weight", self.vector_weight,
                "vector_weight + text_weight > 0")
-        _check(isinstance(self.rrf_k, int) and self.rrf_k >= 0, "ranking.rrf_k", self.rrf_k, "an integer >= 0")
+        _check(_is_int(self.rrf_k) and self.rrf_k >= 0, "ranking.rrf_k", self.rrf_k, "an integer >= 0")
         _check_choice("ranking.bm25_norm", self.bm25_norm, BM25_NORMALIZATIONS)
         _check_choice("ranking.vector_norm", self.vector_norm, VECTOR_NORMALIZATIONS)
-        _check(isinstance(self.max_results, int) and self.max_results >= 1, "ranking.max_results", self.max_results,
+        _check(_is_int(self.max_results) and self.max_results >= 1, "ranking.max_results", self.max_results,
                "an integer >= 1")
-        _check(isinstance(self.candidate_multiplier, int) and 1 <= self.candidate_multiplier <= 20,
+        _check(_is_int(self.candidate_multiplier) and 1 <= self.candidate_multiplier <= 20,
                "ranking.candidate_multiplier", self.candidate_multiplier, "an integer from 1 to 20")
-        _check(isinstance(self.max_candidates, int) and self.max_candidates >= 1, "ranking.max_candidates",
+        _check(_is_int(self.max_candidates) and self.max_candidates >= 1, "ranking.max_candidates",
                self.max_candidates, "an integer >= 1")
         _check(math.isfinite(self.min_score), "ranking.min_score", self.min_score, "a finite number")
         _check(self.half_life_days > 0, "ranking.half_life_days", self.half_life_days, "a number > 0")
@@ -247,11 +257,20 @@ class SourcesConfig:
     # Larger files are indexed up to this many bytes (cut at a line break) with a warning. Indexing holds about 4.5x
     # the text at its peak: a whole 100 MB Markdown file peaked at 461 MB RSS and took 131 s keyword-only here.
     max_file_bytes: int = 16 * 1024 * 1024
-    redact_patterns: tuple[str, ...] = ()  # extra regexes redacted in transcripts, beside the built-in ones
+    redact_patterns: tuple[str, ...] = ()  # extra regexes redacted, beside the built-in rules (hybridmem/redaction.py)
+    redact_sessions: bool = True  # redact secrets in transcripts before they are chunked, indexed or returned
+    # Memory files too: agents write them from the same conversations, and the index (a second copy) and search
+    # snippets (injected into prompts) should not carry a secret even when a note does. The file itself is untouched;
+    # line numbers are kept. The built-in rules changed no text in the shipped datasets (hybridmem/redaction.py).
+    redact_memory: bool = True
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.max_file_bytes, int) and self.max_file_bytes >= 1, "sources.max_file_bytes",
+        for name in ("extra_paths", "session_paths", "ignore_dirs", "redact_patterns"):
+            _check_strings(f"sources.{name}", getattr(self, name))
+        _check(_is_int(self.max_file_bytes) and self.max_file_bytes >= 1, "sources.max_file_bytes",
                self.max_file_bytes, "an integer >= 1")
+        for name in ("redact_sessions", "redact_memory"):
+            _check(isinstance(getattr(self, name), bool), f"sources.{name}", getattr(self, name), "true or false")
         for pattern in self.redact_patterns:
             try:
                 re.compile(pattern)
@@ -273,9 +292,9 @@ class SyncConfig:
     def __post_init__(self) -> None:
         _check(self.watch_debounce_s >= 0, "sync.watch_debounce_s", self.watch_debounce_s, ">= 0")
         _check(self.interval_s >= 0, "sync.interval_s", self.interval_s, ">= 0")
-        _check(isinstance(self.session_delta_bytes, int) and self.session_delta_bytes >= 0,
+        _check(_is_int(self.session_delta_bytes) and self.session_delta_bytes >= 0,
                "sync.session_delta_bytes", self.session_delta_bytes, "an integer >= 0")
-        _check(isinstance(self.session_delta_messages, int) and self.session_delta_messages >= 0,
+        _check(_is_int(self.session_delta_messages) and self.session_delta_messages >= 0,
                "sync.session_delta_messages", self.session_delta_messages, "an integer >= 0")
 
 
@@ -305,8 +324,8 @@ class StoreConfig:
         _check_choice("store.vector_search", self.vector_search, VECTOR_SEARCH_MODES)
         for name in ("int8_min_rows", "rescore_min", "rescore_factor"):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value >= 0, f"store.{name}", value, "an integer >= 0")
-        _check(isinstance(self.prefilter_dims, int) and self.prefilter_dims >= 1, "store.prefilter_dims",
+            _check(_is_int(value) and value >= 0, f"store.{name}", value, "an integer >= 0")
+        _check(_is_int(self.prefilter_dims) and self.prefilter_dims >= 1, "store.prefilter_dims",
                self.prefilter_dims, "an integer >= 1")
 
 
@@ -348,7 +367,10 @@ class Settings:
         return replace(self, **changes)
 
     def index_hash(self, dims: int | None = None) -> str:
-        """Stable hash of the settings that change what the index holds (model, provider, chunking, tokenizer, dims)."""
+        """Stable hash of the settings that change what the index holds (model, provider, chunking, tokenizer, dims,
+        redaction rules)."""
+        from hybridmem.redaction import redaction_fingerprint
+
         tok = dataclasses.asdict(self.tokenizer)
         for query_only in ("query_mode", "query_stopwords", "max_query_terms"):
             tok.pop(query_only)
@@ -360,6 +382,7 @@ class Settings:
             "tokenizer": tok,
             "dims": dims if dims is not None else self.embedding.dims,
             "schema": 1,
+            "redaction": redaction_fingerprint(self),  # a new redact_patterns entry re-indexes on the next sync
         }
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -380,11 +403,11 @@ def _build(cls: type, values: dict[str, Any], base: Any = None, section: str = "
         default = getattr(base if base is not None else cls(), key)
         if isinstance(default, tuple) and isinstance(value, list):
             value = tuple(value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        elif isinstance(default, float) and _is_int(value):
             value = float(value)
-        elif default is not None and not isinstance(value, type(default)) and not (
-            isinstance(default, float) and isinstance(value, (int, float))
-        ):
+        elif default is not None and (not isinstance(value, type(default)) or (
+            isinstance(value, bool) and not isinstance(default, bool)  # rrf_k = true is not an integer
+        )):
             raise ConfigError(
                 f"invalid setting {section}.{key}={value!r}: expected {type(default).__name__}"
             )

@@ -14,8 +14,8 @@ from typing import Any
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
-from hybridmem.sessions import compile_redactions, parse_transcript
-from hybridmem.sources import read_text
+from hybridmem.sessions import parse_transcript
+from hybridmem.sources import read_text, redact_memory_text, session_redactor
 
 
 def read_lines(
@@ -30,10 +30,10 @@ def read_lines(
         raise ArgumentError(f"lines must be >= 1, got {lines}")
     text, _ = read_text(abspath, sources.max_file_bytes)
     if source == "sessions":
-        tr = parse_transcript(split_lines(text), compile_redactions(sources.redact_patterns))
+        tr = parse_transcript(split_lines(text), session_redactor(sources))
         numbered = list(zip(tr.line_map, split_lines(tr.text)))
     else:
-        numbered = list(enumerate(split_lines(text), start=1))
+        numbered = list(enumerate(split_lines(redact_memory_text(text, sources)), start=1))
     start = from_line or 1
     selected = [(n, t) for n, t in numbered if n >= start]
     if lines is not None:

@@ -1,4 +1,5 @@
-"""Session transcripts (``*.jsonl``) turned into ``User:`` / ``Assistant:`` lines, secrets redacted first.
+"""Session transcripts (``*.jsonl``) turned into ``User:`` / ``Assistant:`` lines, secrets redacted first
+(:mod:`hybridmem.redaction`).
 
 Each message record becomes one line; :attr:`Transcript.line_map` maps every produced line back to its JSONL line
 number, so citations point at the transcript itself. Malformed lines are skipped and counted, never fatal.
@@ -15,53 +16,30 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
-from hybridmem.errors import ConfigError
+from hybridmem.redaction import Redactor, redactor
 
 ROLES = {"user": "User", "assistant": "Assistant"}
 
-# Built-in secret patterns: (regex, replacement).
-DEFAULT_REDACTIONS: tuple[tuple[str, str], ...] = (
-    (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", "[REDACTED PRIVATE KEY]"),
-    (r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}", "Bearer [REDACTED]"),
-    (r"\b(?:sk|pk|rk)-(?:proj-|live-|test-|ant-)?[A-Za-z0-9_-]{16,}", "[REDACTED]"),
-    (r"\bAKIA[0-9A-Z]{16}\b", "[REDACTED]"),
-    (r"\bgh[pousr]_[A-Za-z0-9]{30,}\b", "[REDACTED]"),
-    (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "[REDACTED]"),
-    (r"\bAIza[0-9A-Za-z_-]{35}\b", "[REDACTED]"),
-    (r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "[REDACTED JWT]"),
-    # bounded repeats: an unbounded scheme run made this pattern quadratic on long words (20 KB took 2.6 s)
-    (r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s:/@]{1,256}:)[^\s@/]{1,256}@", r"\1[REDACTED]@"),
-    (r"(?i)\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token)(\s*[=:]\s*)[\"']?[^\s\"',;]{4,}",
-     r"\1\2[REDACTED]"),
-)
+NO_REDACTION = Redactor((), None)  # sources.redact_sessions = false
 
 
-def compile_redactions(extra: Sequence[str] = ()) -> list[tuple[re.Pattern[str], str]]:
-    """The built-in patterns plus ``extra`` regexes (each replaced by ``[REDACTED]``).
+def compile_redactions(extra: Sequence[str] = ()) -> Redactor:
+    """The built-in rules (:mod:`hybridmem.redaction`) plus ``extra`` regexes (each replaced by ``[REDACTED]``).
 
     Raises:
         ConfigError: an extra pattern is not a valid regular expression (the message names the setting).
     """
-    out = [(re.compile(p), r) for p, r in DEFAULT_REDACTIONS]
-    for p in extra:
-        try:
-            out.append((re.compile(p), "[REDACTED]"))
-        except (re.error, TypeError) as exc:
-            raise ConfigError(f"invalid setting sources.redact_patterns: {p!r} is not a valid regular expression "
-                              f"({exc})") from None
-    return out
+    return redactor(extra)
 
 
-def redact(text: str, patterns: Sequence[tuple[re.Pattern[str], str]] | None = None) -> str:
+def redact(text: str, patterns: Redactor | None = None) -> str:
     """``text`` with every secret replaced.
 
     Example:
         >>> redact("curl -H 'Authorization: Bearer abc.def.ghijkl' postgres://u:hunter2@db")
         "curl -H 'Authorization: Bearer [REDACTED]' postgres://u:[REDACTED]@db"
     """
-    for pat, repl in patterns if patterns is not None else compile_redactions():
-        text = pat.sub(repl, text)
-    return text
+    return (patterns if patterns is not None else redactor()).redact(text)
 
 
 @dataclass(frozen=True)
@@ -73,6 +51,26 @@ class Transcript:
     messages: int
     malformed: int
     last_timestamp: float | None
+    surrogate_lines: tuple[int, ...] = ()  # JSONL lines whose text held lone surrogates (replaced by U+FFFD)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many there were.
+
+    JSON may escape half of a surrogate pair (a cut emoji, ``"\\ud83d"``); ``json.loads`` turns it into a lone
+    surrogate, which no UTF-8 encoder (SQLite, FTS, an embedding tokenizer) accepts. Paired escapes decode to one
+    character and are kept.
+
+    Example:
+        >>> replace_surrogates("cut emoji \ud83d here")
+        ('cut emoji \ufffd here', 1)
+    """
+    if _SURROGATE.search(text) is None:
+        return text, 0
+    return _SURROGATE.subn("\ufffd", text)
 
 
 def _content_text(content: Any) -> str:
@@ -148,15 +146,15 @@ def defer_session_reindex(path: str, indexed_size: int, size: int, delta_bytes: 
     return added_bytes < delta_bytes and added_messages < delta_messages
 
 
-def parse_transcript(
-    lines: Iterable[str], patterns: Sequence[tuple[re.Pattern[str], str]] | None = None
-) -> Transcript:
-    """Parse JSONL lines (numbered from 1) into ``User:``/``Assistant:`` lines with their source line numbers."""
+def parse_transcript(lines: Iterable[str], patterns: Redactor | None = None) -> Transcript:
+    """Parse JSONL lines (numbered from 1) into ``User:``/``Assistant:`` lines with their source line numbers;
+    secrets redacted by ``patterns`` (default: the built-in rules)."""
     pats = patterns if patterns is not None else compile_redactions()
     out: list[str] = []
     line_map: list[int] = []
     messages = malformed = 0
     last_ts: float | None = None
+    surrogate_lines: list[int] = []
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -176,7 +174,10 @@ def parse_transcript(
         role = ROLES.get(str(msg.get("role", ""))[:16])
         if role is None:
             continue
-        text = " ".join(redact(_content_text(msg.get("content")), pats).split())
+        text, bad = replace_surrogates(_content_text(msg.get("content")))
+        if bad:
+            surrogate_lines.append(number)
+        text = " ".join(redact(text, pats).split())
         if not text:
             continue
         ts = _timestamp(record.get("timestamp", msg.get("timestamp")))
@@ -185,4 +186,4 @@ def parse_transcript(
         out.append(f"{role}: {text}")
         line_map.append(number)
         messages += 1
-    return Transcript("\n".join(out), tuple(line_map), messages, malformed, last_ts)
+    return Transcript("\n".join(out), tuple(line_map), messages, malformed, last_ts, tuple(surrogate_lines))

@@ -17,10 +17,12 @@ from typing import Iterator
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.records import Document
-from hybridmem.sessions import compile_redactions, parse_transcript
+from hybridmem.redaction import Redactor
+from hybridmem.sessions import NO_REDACTION, compile_redactions, parse_transcript, replace_surrogates
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
 ROOT_FILES = ("MEMORY.md", "memory.md")
+SOURCES = ("memory", "sessions")  # the values of SourceFile.source, a search's ``source`` filter
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,21 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None) -> list
     return [out[k] for k in sorted(out)]
 
 
+def describe_sources(workspace: str | Path, config: SourcesConfig | None = None) -> str:
+    """One sentence saying where :func:`discover` looks, for a workspace where it found nothing.
+
+    Example:
+        >>> describe_sources("/notes")
+        'no memory files found in /notes: looked for MEMORY.md, memory.md, memory/**/*.md and sessions/**/*.jsonl'
+    """
+    cfg = config or SourcesConfig()
+    places = [*ROOT_FILES, "memory/**/*.md"]
+    places += [f"{p} (extra path)" for p in cfg.extra_paths]
+    places += [f"{p.rstrip('/')}/**/*.jsonl" for p in cfg.session_paths]
+    listed = ", ".join(places[:-1]) + f" and {places[-1]}" if len(places) > 1 else places[0]
+    return f"no memory files found in {workspace}: looked for {listed}"
+
+
 @dataclass(frozen=True)
 class LoadResult:
     document: Document | None
@@ -147,6 +164,29 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     return text, "; ".join(warnings) or None
 
 
+def session_redactor(config: SourcesConfig | None = None) -> Redactor:
+    """How transcripts are redacted: the built-in rules plus ``sources.redact_patterns``, or not at all when
+    ``sources.redact_sessions`` is off. Indexing and ``memory_get`` both use it."""
+    cfg = config or SourcesConfig()
+    return compile_redactions(cfg.redact_patterns) if cfg.redact_sessions else NO_REDACTION
+
+
+def redact_memory_text(text: str, config: SourcesConfig | None = None) -> str:
+    """A memory file's text as it is indexed: secrets redacted when ``sources.redact_memory`` is on (the default),
+    line breaks kept so line numbers stay right. ``memory_get`` should return the same."""
+    cfg = config or SourcesConfig()
+    return compile_redactions(cfg.redact_patterns).redact(text) if cfg.redact_memory else text
+
+
+def _join(first: str, rest: str | None) -> str:
+    return first + (f"; {rest}" if rest else "")
+
+
+def _surrogate_warning(lines: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+    return f"lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) {shown}"
+
+
 def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     """Read one discovered file into a Document (None for a binary file)."""
     cfg = config or SourcesConfig()
@@ -154,14 +194,20 @@ def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     if warning == "binary file skipped":
         return LoadResult(None, warning)
     if sf.source == "sessions":
-        tr = parse_transcript(split_lines(text), compile_redactions(cfg.redact_patterns))
+        tr = parse_transcript(split_lines(text), session_redactor(cfg))
         if tr.malformed:
             warning = f"{tr.malformed} malformed JSONL line(s) skipped" + (f"; {warning}" if warning else "")
+        if tr.surrogate_lines:
+            warning = _join(_surrogate_warning(tr.surrogate_lines), warning)
         doc = Document(
             path=sf.path, text=tr.text, source="sessions", mtime=sf.mtime, date=tr.last_timestamp,
             evergreen=False, line_map=tr.line_map,
         )
         return LoadResult(doc, warning, tr.malformed)
+    text, bad = replace_surrogates(text)  # a decoded file holds none; kept for text handed in another way
+    if bad:
+        warning = _join(f"{bad} lone surrogate(s) replaced by U+FFFD", warning)
+    text = redact_memory_text(text, cfg)
     doc = Document(
         path=sf.path, text=text, source="memory", mtime=sf.mtime, date=date_from_path(sf.path),
         evergreen=is_evergreen(sf.path),

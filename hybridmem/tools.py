@@ -15,9 +15,13 @@ Example:
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hybridmem.config import DEFAULT_RANKING
 from hybridmem.errors import HybridMemError
+from hybridmem.sources import SOURCES
 
 CITATION_MODES = ("on", "off", "auto")
 TOOL_FORMATS = ("openai", "anthropic", "json_schema")
@@ -32,28 +36,115 @@ GET_DESCRIPTION = (
     "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root."
 )
 
-SEARCH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "What to recall, in natural language or exact identifiers."},
-        "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many results at most."},
-        "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring lower."},
-        "source": {"type": "string", "enum": ["memory", "sessions"], "description": "Only notes, or only sessions."},
-        "session": {"type": "string", "description": "Only this session transcript (id or file name)."},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-GET_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "Path relative to the memory root, e.g. memory/2026-06-12.md."},
-        "from": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)."},
-        "lines": {"type": "integer", "minimum": 1, "maximum": 2000, "description": "How many lines to read."},
-    },
-    "required": ["path"],
-    "additionalProperties": False,
-}
+
+@dataclass(frozen=True)
+class Arg:
+    """One tool argument: its JSON-schema type and bounds (written once: the schema and the checks both read them),
+    and the other spellings accepted for it (OpenClaw's tools name them in camelCase: ``maxResults``)."""
+
+    name: str
+    type: str  # "string", "integer" or "number"
+    description: str
+    required: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    enum: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def schema(self, default: Any = None) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        if self.enum:
+            out["enum"] = list(self.enum)
+        if default is not None:
+            out["default"] = default
+        out["description"] = self.description
+        return out
+
+    def check(self, value: Any) -> Any:
+        """``value`` as this argument's type, or HybridMemError saying what was expected."""
+        if self.type == "string":
+            if not isinstance(value, str):
+                raise HybridMemError(f"{self.name} must be a string")
+            if self.enum and value not in self.enum:
+                raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, got {value!r}")
+            return value
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if self.type == "integer" and not (number and int(value) == value):
+            raise HybridMemError(f"{self.name} must be an integer, got {value!r}")
+        if not number:
+            raise HybridMemError(f"{self.name} must be a finite number, got {value!r}")
+        lo = -math.inf if self.minimum is None else self.minimum
+        hi = math.inf if self.maximum is None else self.maximum
+        if not lo <= value <= hi:
+            bounds = f"between {_num(lo)} and {_num(hi)}" if self.maximum is not None else f">= {_num(lo)}"
+            raise HybridMemError(f"{self.name} must be {bounds}, got {value!r}")
+        return int(value) if self.type == "integer" else float(value)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+SEARCH_ARGS: tuple[Arg, ...] = (
+    Arg("query", "string", "What to recall, in natural language or exact identifiers.", required=True),
+    Arg("max_results", "integer", "How many results at most.", minimum=1, maximum=50, aliases=("maxResults",)),
+    Arg("min_score", "number", "Drop results scoring lower.", minimum=0, maximum=1, aliases=("minScore",)),
+    Arg("source", "string", "Only notes, or only sessions.", enum=SOURCES),
+    Arg("session", "string", "Only this session transcript (id or file name).", aliases=("sessionId",)),
+    Arg("path_prefix", "string", "Only files under this path, e.g. memory/projects/.", aliases=("pathPrefix",)),
+)
+GET_ARGS: tuple[Arg, ...] = (
+    Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md.", required=True),
+    Arg("from", "integer", "First line to read (1-based).", minimum=1, aliases=("from_line", "fromLine")),
+    Arg("lines", "integer", "How many lines to read.", minimum=1, maximum=2000),
+)
+
+
+def build_schema(spec: tuple[Arg, ...], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments (``defaults`` shown per argument, e.g. the served max_results)."""
+    defaults = defaults or {}
+    return {
+        "type": "object",
+        "properties": {a.name: a.schema(defaults.get(a.name)) for a in spec},
+        "required": [a.name for a in spec if a.required],
+        "additionalProperties": False,
+    }
+
+
+SEARCH_SCHEMA: dict[str, Any] = build_schema(SEARCH_ARGS)
+GET_SCHEMA: dict[str, Any] = build_schema(GET_ARGS)
+
+
+def parse_args(args: dict[str, Any], spec: tuple[Arg, ...]) -> dict[str, Any]:
+    """Checked arguments by canonical name (absent and ``null`` ones left out); both tools go through here.
+
+    Raises:
+        HybridMemError: an unknown argument, one given under two spellings, a missing required one, or a value of
+            the wrong type or out of bounds.
+    """
+    names = {n: a for a in spec for n in (a.name, *a.aliases)}
+    unknown = sorted(k for k in args if k not in names)
+    if unknown:
+        raise HybridMemError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected "
+                             f"{', '.join(a.name for a in spec)}")
+    out: dict[str, Any] = {}
+    given: dict[str, str] = {}
+    for key, value in args.items():
+        arg = names[key]
+        if value is None:
+            continue
+        if arg.name in given:
+            raise HybridMemError(f"{arg.name} given twice (as {given[arg.name]} and {key})")
+        given[arg.name] = key
+        out[arg.name] = arg.check(value)
+    for a in spec:
+        if a.required and a.name not in out:
+            raise HybridMemError(f"{a.name} must be a string" if a.type == "string" else f"{a.name} is required")
+    return out
 
 
 class MemoryBackend(Protocol):
@@ -76,28 +167,6 @@ def _definition(name: str, description: str, schema: dict[str, Any], fmt: str) -
 
 def _error(message: str, **extra: Any) -> str:
     return json.dumps({"error": message, **extra}, ensure_ascii=False)
-
-
-def _checked_args(args: dict[str, Any], schema: dict[str, Any], required: str) -> str:
-    """The required string argument, after refusing a missing one and any argument the schema does not name."""
-    value = args.get(required)
-    if not isinstance(value, str):
-        raise HybridMemError(f"{required} must be a string")
-    unknown = set(args) - set(schema["properties"])
-    if unknown:
-        raise HybridMemError(f"unknown argument(s): {', '.join(sorted(unknown))}")
-    return value
-
-
-def _int_arg(args: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise HybridMemError(f"{name} must be an integer")
-    if not lo <= int(value) <= hi:
-        raise HybridMemError(f"{name} must be between {lo} and {hi}")
-    return int(value)
 
 
 class MemoryTools:
@@ -123,9 +192,13 @@ class MemoryTools:
         return self.citations == "on"
 
     def definitions(self, fmt: str = "openai") -> list[dict[str, Any]]:
-        """Both tools' definitions in ``fmt`` (``openai``, ``anthropic`` or ``json_schema``)."""
+        """Both tools' definitions in ``fmt`` (``openai``, ``anthropic`` or ``json_schema``); the search schema shows
+        the served ranking's max_results and min_score as defaults (the backend's settings, else the config's)."""
+        settings = getattr(self.backend, "settings", None)
+        ranking = getattr(settings, "ranking", DEFAULT_RANKING)
+        defaults = {"max_results": ranking.max_results, "min_score": ranking.min_score}
         return [
-            _definition("memory_search", SEARCH_DESCRIPTION, SEARCH_SCHEMA, fmt),
+            _definition("memory_search", SEARCH_DESCRIPTION, build_schema(SEARCH_ARGS, defaults), fmt),
             _definition("memory_get", GET_DESCRIPTION, GET_SCHEMA, fmt),
         ]
 
@@ -137,38 +210,34 @@ class MemoryTools:
             return _error(f"arguments are not a JSON object: {exc}")
         if not isinstance(args, dict):
             return _error("arguments must be a JSON object")
-        handlers = {"memory_search": self.memory_search, "memory_get": self.memory_get}
+        handlers = {"memory_search": (self.memory_search, SEARCH_ARGS), "memory_get": (self.memory_get, GET_ARGS)}
         if name not in handlers:
             return _error(f"unknown tool {name!r}: expected one of {', '.join(handlers)}")
+        handler, spec = handlers[name]
         try:
-            return json.dumps(handlers[name](args), ensure_ascii=False)
+            checked = parse_args(args, spec)
+        except HybridMemError as exc:
+            return _error(str(exc), bad_arguments=True)
+        try:
+            return json.dumps(handler(checked), ensure_ascii=False)
         except HybridMemError as exc:
             return _error(str(exc))
         except Exception as exc:  # noqa: BLE001 - a tool must never raise into the agent loop
             return _error(f"memory is unavailable: {type(exc).__name__}: {exc}", unavailable=True)
 
     def memory_search(self, args: dict[str, Any]) -> dict[str, Any]:
-        query = _checked_args(args, SEARCH_SCHEMA, "query")
-        overrides: dict[str, Any] = {}
-        max_results = _int_arg(args, "max_results", 1, 50)
-        if max_results is not None:
-            overrides["max_results"] = max_results
-        if args.get("min_score") is not None:
-            ms = args["min_score"]
-            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= 1:
-                raise HybridMemError("min_score must be a number between 0 and 1")
-            overrides["min_score"] = float(ms)
-        source = args.get("source")
-        if source is not None and source not in ("memory", "sessions"):
-            raise HybridMemError("source must be 'memory' or 'sessions'")
-        session = args.get("session")
-        if session is not None and not isinstance(session, str):
-            raise HybridMemError("session must be a string")
-        resp = self.backend.search(query, source=source, session=session, **overrides)
+        """``memory_search`` with raw arguments (checked here) or already checked ones."""
+        a = parse_args(args, SEARCH_ARGS)
+        overrides = {k: a[k] for k in ("max_results", "min_score") if k in a}
+        scope = {k: a.get(k) for k in ("source", "session")}
+        if "path_prefix" in a:
+            scope["path_prefix"] = a["path_prefix"]
+        resp = self.backend.search(a["query"], **scope, **overrides)
         out = resp.to_dict(citations=self.include_citations) if hasattr(resp, "to_dict") else dict(resp)
         out["citations"] = self.include_citations
         return out
 
     def memory_get(self, args: dict[str, Any]) -> dict[str, Any]:
-        path = _checked_args(args, GET_SCHEMA, "path")
-        return self.backend.get(path, from_line=_int_arg(args, "from", 1, 10**9), lines=_int_arg(args, "lines", 1, 2000))
+        """``memory_get`` with raw arguments (checked here) or already checked ones."""
+        a = parse_args(args, GET_ARGS)
+        return self.backend.get(a["path"], from_line=a.get("from"), lines=a.get("lines"))

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "hybridmem"
 # beside it in the same layer: that keeps every arrow one way and rules out cycles between components.
 LAYERS: list[set[str]] = [
     {"errors"},
+    {"redaction"},
     {"config"},
     {"records", "tokenization", "background"},
     {"chunking", "sessions"},

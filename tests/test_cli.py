@@ -86,3 +86,30 @@ def test_switching_to_rrf_takes_its_preset_min_score(kw_workspace: Path, capsys)
     code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--fusion", "rrf", "--json")
     res = json.loads(out)
     assert code == 0 and res["results"] and res["rescued"] is False
+
+
+def test_unknown_source_is_an_error_naming_the_valid_ones(kw_workspace: Path, capsys):
+    code, out, err = run(capsys, "search", "timing belt", str(kw_workspace), "--source", "bogus")
+    assert (code, out) == (2, "")
+    assert err == "hybridmem: error: unknown source 'bogus': expected one of memory, sessions\n"
+
+
+def test_non_string_extra_paths_is_a_one_line_config_error(kw_workspace: Path, capsys):
+    write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[sources]\nextra_paths = [1, 2]\n')
+    code, _, err = run(capsys, "index", str(kw_workspace))
+    assert code == 2
+    assert err == "hybridmem: error: invalid setting sources.extra_paths=(1, 2): expected a list of strings\n"
+
+
+def test_keyword_only_search_prints_no_empty_note(kw_workspace: Path, capsys):
+    run(capsys, "index", str(kw_workspace))
+    code, out, err = run(capsys, "search", "timing belt", str(kw_workspace))
+    assert code == 0 and "memory/topics/cars.md#L1-L3" in out and err == ""
+
+
+def test_index_of_an_empty_folder_says_where_it_looked(tmp_path: Path, capsys):
+    write(tmp_path, "hybridmem.toml", '[embedding]\nprovider = "none"\n[sources]\nextra_paths = ["docs"]\n')
+    code, out, err = run(capsys, "index", str(tmp_path))
+    assert code == 0 and out.startswith("indexed 0 files, 0 chunks")
+    assert err == (f"note: no memory files found in {tmp_path}: looked for MEMORY.md, memory.md, memory/**/*.md, "
+                   "docs (extra path) and sessions/**/*.jsonl\n")

@@ -67,3 +67,25 @@ def test_index_hash_tracks_index_settings_only():
     assert s.index_hash() != s.override(embedding={"model": "other"}).index_hash()
     # ranking and query-only settings never force a reindex
     assert s.index_hash() == s.override(ranking={"fusion": "rrf"}, tokenizer={"query_mode": "and"}).index_hash()
+
+
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ({"ranking": {"rrf_k": True}}, "invalid setting ranking.rrf_k=True: expected int"),
+        ({"ranking": {"max_results": False}}, "invalid setting ranking.max_results=False: expected int"),
+        ({"ranking": {"vector_weight": True}}, "invalid setting ranking.vector_weight=True: expected float"),
+        ({"sources": {"extra_paths": [1, 2]}}, "invalid setting sources.extra_paths=(1, 2): expected a list of strings"),
+        ({"sources": {"session_paths": ["s", None]}}, "sources.session_paths"),
+        ({"sources": {"redact_memory": 1}}, "invalid setting sources.redact_memory=1: expected bool"),
+    ],
+)
+def test_bools_are_not_numbers_and_lists_hold_strings(data, message):
+    with pytest.raises(ConfigError) as exc:
+        settings_from_dict(data)
+    assert message in str(exc.value)
+
+
+def test_bool_refused_where_dataclasses_are_built_directly():
+    with pytest.raises(ConfigError, match="ranking.rrf_k"):
+        RankConfig(rrf_k=True)

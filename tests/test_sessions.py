@@ -54,7 +54,8 @@ def test_malformed_lines_are_skipped_and_counted() -> None:
         ("postgres://app:hunter2@db:5432/x", "postgres://app:[REDACTED]@db:5432/x"),
         ("password=correct-horse", "password=[REDACTED]"),
         ("AKIAABCDEFGHIJKLMNOP", "[REDACTED]"),
-        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[REDACTED PRIVATE KEY]"),
+        # line breaks kept (line numbers of memory files stay right); a transcript collapses them anyway
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[REDACTED PRIVATE KEY]\n\n"),
         ("plain text stays", "plain text stays"),
     ],
 )
@@ -176,3 +177,27 @@ def test_thresholds_come_from_settings(tmp_path: Path) -> None:
         assert idx.sync().changed == 1
     with pytest.raises(ConfigError, match="sync.session_delta_messages"):
         Settings().override(sync={"session_delta_messages": -5})
+
+
+def test_lone_surrogate_costs_nothing_but_a_warning(tmp_path: Path) -> None:
+    # a cut emoji: json.loads turns "\ud83d" into a lone surrogate that no UTF-8 encoder accepts
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "s.jsonl").write_text("\n".join([
+        msg("user", "the kafka consumer lag is high"),
+        '{"role": "assistant", "content": "cut emoji \\ud83d about zebras"}',
+        msg("user", "retry payments with backoff \U0001f600"),
+    ]) + "\n")
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"}), embedder=None) as idx:
+        report = idx.sync()
+        assert (report.files, report.chunks) == (1, 1)
+        assert report.warnings == ["sessions/s.jsonl: lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) 2"]
+        assert [h.citation for h in idx.search("zebras", min_score=0.0).results] == ["sessions/s.jsonl#L1-L3"]
+        assert [h.citation for h in idx.search("kafka", min_score=0.0).results] == ["sessions/s.jsonl#L1-L3"]
+        assert idx.get("sessions/s.jsonl", from_line=2, lines=1)["text"] == "Assistant: cut emoji \ufffd about zebras"
+
+
+def test_parse_transcript_replaces_lone_surrogates_and_keeps_pairs() -> None:
+    tr = parse_transcript(['{"role": "user", "content": "a \\udc00 b \\ud83d\\ude00 c \\ud83d"}'])
+    assert tr.text == "User: a \ufffd b \U0001f600 c \ufffd" and tr.surrogate_lines == (1,)
+    assert parse_transcript([msg("user", "fine")]).surrogate_lines == ()

@@ -110,3 +110,48 @@ def test_tools_over_backend_manager_fall_back_and_never_raise(workspace):
     dead = MemoryTools(BackendManager(Broken, broken_builtin))
     out = json.loads(dead.handle("memory_search", {"query": "x"}))
     assert out["unavailable"] is True and "index file missing" in out["error"] and out["results"] == []
+
+
+@pytest.mark.parametrize(
+    "name,args,message",
+    [
+        ("memory_search", {"query": "x", "max_results": float("nan")}, "max_results must be an integer, got nan"),
+        ("memory_search", {"query": "x", "max_results": float("inf")}, "max_results must be an integer, got inf"),
+        ("memory_search", '{"query": "x", "maxResults": Infinity}', "max_results must be an integer, got inf"),
+        ("memory_search", {"query": "x", "max_results": 51}, "max_results must be between 1 and 50, got 51"),
+        ("memory_search", {"query": "x", "min_score": float("nan")}, "min_score must be a finite number, got nan"),
+        ("memory_search", {"query": "x", "max_results": True}, "max_results must be an integer, got True"),
+        ("memory_search", {"query": "x", "source": "bogus"}, "source must be one of 'memory', 'sessions'"),
+        ("memory_search", {"query": "x", "max_results": 2, "maxResults": 3}, "max_results given twice"),
+        ("memory_get", {"path": "MEMORY.md", "from": float("-inf")}, "from must be an integer, got -inf"),
+        ("memory_get", {"path": "MEMORY.md", "lines": 2001}, "lines must be between 1 and 2000, got 2001"),
+    ],
+)
+def test_bad_numbers_are_bad_arguments_not_an_outage(tools, name, args, message):
+    out = json.loads(tools.handle(name, args))
+    assert out["error"] == message or out["error"].startswith(message)
+    assert out.get("bad_arguments") is True and "unavailable" not in out
+
+
+def test_camel_case_arguments_are_accepted(tools):
+    snake = json.loads(tools.handle("memory_search", {"query": "payment", "max_results": 1, "min_score": 0,
+                                                      "path_prefix": "MEMORY"}))
+    camel = json.loads(tools.handle("memory_search", {"query": "payment", "maxResults": 1, "minScore": 0,
+                                                      "pathPrefix": "MEMORY"}))
+    assert [r["citation"] for r in camel["results"]] == [r["citation"] for r in snake["results"]] == ["MEMORY.md#L1-L4"]
+    for key in ("from", "from_line", "fromLine"):
+        got = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md", key: 3, "lines": 1}))
+        assert got["text"] == "The mechanic swapped the timing belt on the Civic in March."
+
+
+def test_schema_limits_and_defaults_come_from_one_place(tools):
+    from hybridmem.config import DEFAULT_RANKING
+    from hybridmem.tools import SEARCH_ARGS
+
+    props = tools.definitions("json_schema")[0]["parameters"]["properties"]
+    limit = next(a for a in SEARCH_ARGS if a.name == "max_results")
+    assert (props["max_results"]["minimum"], props["max_results"]["maximum"]) == (limit.minimum, limit.maximum)
+    assert props["max_results"]["default"] == DEFAULT_RANKING.max_results == 6
+    assert props["source"]["enum"] == ["memory", "sessions"]
+    err = json.loads(tools.handle("memory_search", {"query": "x", "max_results": limit.maximum + 1}))["error"]
+    assert err == f"max_results must be between 1 and {limit.maximum}, got {limit.maximum + 1}"
