@@ -341,4 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m hybridmem.cli`` runs this file as ``__main__``; subcommand modules register with ``hybridmem.cli``,
+    # so dispatch through that module, or their commands would be missing from this copy's COMMANDS.
+    from hybridmem.cli import main as _main
+
+    sys.exit(_main())

@@ -82,6 +82,13 @@ def test_entry_point_with_real_model(demo_copy: Path, tmp_path: Path):
     assert res["provider"] == "local" and res["model"] == "all-MiniLM-L6-v2" and res["results"]
 
 
+def test_module_entry_point_dispatches_registered_subcommands() -> None:
+    """``python -m hybridmem.cli eval`` reaches the eval module's command (registered with ``hybridmem.cli``)."""
+    out = subprocess.run([sys.executable, "-m", "hybridmem.cli", "eval", "--dataset", "no-such-set"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "unknown dataset 'no-such-set'" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_switching_to_rrf_takes_its_preset_min_score(kw_workspace: Path, capsys):
     code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--fusion", "rrf", "--json")
     res = json.loads(out)
