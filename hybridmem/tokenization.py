@@ -3,21 +3,27 @@
 Rules, applied to runs of word characters found in the original text (so spans point into it):
 
 * NFKC, case folding, and folding of Latin/Greek/Cyrillic diacritics (``thanh toán`` -> ``thanh toan``, ``đ`` -> ``d``),
-  as SQLite's ``unicode61`` tokenizer does; the marks that carry vowels in Thai or Devanagari are kept.
-* Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping character n-grams
-  (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's CJKBigramFilter).
+  as SQLite's ``unicode61`` tokenizer does; the marks that carry vowels in Thai or Devanagari are kept. A word that
+  folding changes is indexed twice, folded and accented; a query searches the form it was typed in (see
+  :func:`token_spans`).
+* Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping n-grams of grapheme
+  clusters (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's
+  CJKBigramFilter).
 * Code identifiers: ``payment_processor`` and ``paymentProcessor`` both give ``paymentprocessor``, ``payment`` and
   ``processor``, so the whole name and its parts are findable across naming conventions.
 * Optional English Snowball stemming (PyStemmer) of ASCII words, the ``porter`` of FTS5's ``porter unicode61``.
 
 The FTS5 index stores these tokens joined by spaces, and :func:`fts_query` turns a user's query into a MATCH
-expression that cannot contain FTS5 syntax (every term is a quoted token of letters, marks and digits).
+expression that cannot contain FTS5 syntax (every term is a quoted token of letters, marks and digits; a term the
+query repeats is repeated, log-scaled, see :func:`query_terms`).
 
 Example:
     >>> tokenize("Fix paymentProcessor retries")
     ['fix', 'paymentprocessor', 'payment', 'processor', 'retri']
-    >>> tokenize("thanh toán") == tokenize("thanh toan")
-    True
+    >>> tokenize("thanh toán")
+    ['thanh', 'toan', 'toán']
+    >>> query_terms("thanh toan"), query_terms("thanh toán")
+    (['thanh', 'toan'], ['thanh', 'toán'])
 """
 
 from __future__ import annotations
@@ -103,16 +109,40 @@ def _split_identifier(run: str) -> list[tuple[int, int]]:
     return spans
 
 
+# Combining marks inside the space-less scripts (Thai, Lao, Myanmar and Khmer vowel signs and tone marks, kana voicing
+# marks): each belongs to the character before it, so n-grams count such clusters, not code points.
+_NOSPACE_MARKS = re.compile("[" + "".join(
+    chr(c) for lo, hi in ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3099, 0x309A))
+    for c in range(lo, hi + 1) if unicodedata.category(chr(c))[0] == "M") + "]")
+
+
 def _ngrams(start: int, run: str, n: int) -> Iterator[tuple[str, int, int]]:
-    if len(run) <= n:
+    """Overlapping n-grams of grapheme clusters (a character and the combining marks after it).
+
+    Han, Kana and Hangul have no such marks: their clusters are characters (CJK bigrams as Lucene's CJKBigramFilter).
+    Thai writes vowels and tone marks as combining marks: code-point bigrams such as a consonant and its tone mark
+    match nearly every sentence. Cluster bigrams scored nDCG@10 0.800 on XQuAD-R Thai (first 300 questions) where
+    code-point bigrams scored 0.788 and a plain FTS5 trigram index 0.807.
+    """
+    if _NOSPACE_MARKS.search(run) is None:
+        cuts = list(range(len(run) + 1))
+    else:
+        cuts = [i for i in range(len(run)) if i == 0 or not _NOSPACE_MARKS.match(run, i)] + [len(run)]
+    if len(cuts) - 1 <= n:
         yield run, start, start + len(run)
         return
-    for i in range(len(run) - n + 1):
-        yield run[i : i + n], start + i, start + i + n
+    for i in range(len(cuts) - n):
+        a, b = cuts[i], cuts[i + n]
+        yield run[a:b], start + a, start + b
 
 
-def token_spans(text: str, config: TokenizerConfig | None = None) -> list[tuple[str, int, int]]:
+def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = False) -> list[tuple[str, int, int]]:
     """Every token of ``text`` with the ``[start, end)`` span in ``text`` it came from.
+
+    With ``keep_accented`` (the default), a word that diacritic folding changes gives its folded token and, right
+    after it with the same span, its accented one (``toán`` -> ``toan``, ``toán``). ``query=True`` tokenizes a query:
+    such a word searches its accented token only, so ``má`` no longer matches ``mà`` or ``ma`` (on XQuAD-R Vietnamese
+    nDCG@10 0.875 against 0.865 folded), while a query typed without diacritics still finds accented notes.
 
     Example:
         >>> token_spans("retry_backoff_ms")[:2]
@@ -130,22 +160,37 @@ def token_spans(text: str, config: TokenizerConfig | None = None) -> list[tuple[
             else:
                 out.extend(_ngrams(base, folded, n))
             continue
-        out.extend((tok, base + s, base + e) for tok, s, e in _word_tokens(run, fold, stem, cfg.split_identifiers))
+        twins = 0 if not (fold and cfg.keep_accented) else 2 if query else 1
+        out.extend((tok, base + s, base + e) for tok, s, e in _word_tokens(run, fold, stem, cfg.split_identifiers,
+                                                                               twins))
     return out
 
 
+def _forms(piece: str, fold: bool, stem: bool, twins: int) -> list[str]:
+    """The tokens of one piece: folded; with ``twins`` 1 also the accented form where folding changed it (index),
+    with 2 the accented form instead (query)."""
+    # NFKC can expand one character into words with spaces (U+FDFA is a four-word phrase): each is a token
+    folded = _norm_word(piece, fold, stem).split()
+    if not twins:
+        return folded
+    accented = _norm_word(piece, False, stem).split()
+    if accented == folded or len(accented) != len(folded):
+        return folded
+    if twins == 2:
+        return accented
+    return [t for pair in zip(folded, accented) for t in (pair if pair[0] != pair[1] else pair[:1])]
+
+
 @lru_cache(maxsize=262144)
-def _word_tokens(run: str, fold: bool, stem: bool, split: bool) -> tuple[tuple[str, int, int], ...]:
+def _word_tokens(run: str, fold: bool, stem: bool, split: bool, twins: int = 0) -> tuple[tuple[str, int, int], ...]:
     """The tokens of one word run with spans relative to it: the whole identifier (when it splits) and its parts.
     Cached: words repeat, and this is most of what indexing spends outside the embedding model."""
     parts = _split_identifier(run) if split else [(0, len(run))]
     out: list[tuple[str, int, int]] = []
     if len(parts) > 1:
-        whole = _norm_word(run.replace("_", ""), fold, False)
-        out.extend((w, 0, len(run)) for w in whole.split())
+        out.extend((w, 0, len(run)) for w in _forms(run.replace("_", ""), fold, False, twins))
     for s, e in parts:
-        # NFKC can expand one character into words with spaces (U+FDFA is a four-word phrase): each is a token
-        out.extend((tok, s, e) for tok in _norm_word(run[s:e], fold, stem).split())
+        out.extend((tok, s, e) for tok in _forms(run[s:e], fold, stem, twins))
     return tuple(out)
 
 
@@ -160,22 +205,31 @@ def token_set(text: str, config: TokenizerConfig | None = None) -> frozenset[str
 
 
 def query_terms(query: str, config: TokenizerConfig | None = None) -> list[str]:
-    """The distinct terms a query searches for, stopwords dropped (unless that leaves none), capped in number."""
+    """The terms a query searches for, in order of first occurrence: stopwords dropped (unless that leaves none),
+    at most ``max_query_terms`` distinct terms, and with ``query_term_frequency`` a term that occurs ``n`` times
+    repeated ``1 + floor(log2(n))`` times (FTS5's bm25 sums every occurrence of a term in a MATCH, as Lucene does).
+
+    Why repeats, and why log-scaled: a long query says what matters by repeating it. On SciFact abstracts used as
+    paragraph-length queries for their titles (first 300 of 5,183), nDCG@10 was 0.896 with distinct terms, 0.889
+    with every repeat, 0.911 log-scaled; short queries rarely repeat a term, so they are unchanged.
+
+    Example:
+        >>> query_terms("retry the retry of a retry, then retry")
+        ['retri', 'retri', 'retri']
+    """
     cfg = config or _DEFAULT
     if len(query) > 100_000:
         query = query[:100_000]
-    terms: list[str] = []
-    seen: set[str] = set()
-    kept: list[str] = []
-    for tok, s, e in token_spans(query, cfg):
-        if tok in seen:
-            continue
-        seen.add(tok)
-        terms.append(tok)
+    counts: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    for tok, s, e in token_spans(query, cfg, query=True):
+        counts[tok] = counts.get(tok, 0) + 1
         if not (cfg.query_stopwords and query[s:e].casefold() in ENGLISH_STOPWORDS):
-            kept.append(tok)
-    chosen = kept if kept else terms
-    return chosen[: cfg.max_query_terms]
+            kept[tok] = kept.get(tok, 0) + 1
+    chosen = list((kept or counts).items())[: cfg.max_query_terms]
+    if not cfg.query_term_frequency:
+        return [t for t, _ in chosen]
+    return [t for t, n in chosen for _ in range(n.bit_length())]
 
 
 def fts_query(query: str, config: TokenizerConfig | None = None) -> str | None:

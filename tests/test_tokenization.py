@@ -12,9 +12,24 @@ def test_case_folding_and_stemming():
 
 
 def test_vietnamese_diacritics_fold_both_ways():
-    assert tokenize("thanh toán hóa đơn") == ["thanh", "toan", "hoa", "don"]
-    assert tokenize("Thanh Toán") == tokenize("thanh toan")
-    assert tokenize("Nguyễn Văn Ánh") == ["nguyen", "van", "anh"]
+    # a folded word is indexed folded and, right after it, accented
+    assert tokenize("thanh toán hóa đơn") == ["thanh", "toan", "toán", "hoa", "hóa", "don", "đơn"]
+    assert tokenize("Nguyễn Văn Ánh") == ["nguyen", "nguyễn", "van", "văn", "anh", "ánh"]
+    assert tokenize("Thanh Toán", TokenizerConfig(keep_accented=False)) == tokenize("thanh toan") == ["thanh", "toan"]
+    # a query typed without diacritics searches the folded tokens every accented note holds ...
+    assert query_terms("thanh toan hoa don") == ["thanh", "toan", "hoa", "don"]
+    assert set(query_terms("thanh toan hoa don")) <= set(tokenize("Thanh toán hóa đơn"))
+    # ... one typed with them searches the accented tokens: má, mà and ma are different words
+    assert query_terms("Thanh Toán hóa đơn") == ["thanh", "toán", "hóa", "đơn"]
+    assert set(query_terms("mà")).isdisjoint(tokenize("má ma"))
+    assert query_terms("toán", TokenizerConfig(keep_accented=False)) == ["toan"]
+    nofold = TokenizerConfig(fold_diacritics=False)
+    assert query_terms("toán", nofold) == tokenize("toán", nofold) == ["toán"]
+
+
+def test_accented_identifiers_keep_whole_and_parts():
+    assert tokenize("thanh_toán") == ["thanhtoan", "thanhtoán", "thanh", "toan", "toán"]
+    assert query_terms("thanh_toán") == ["thanhtoán", "thanh", "toán"]
 
 
 def test_chinese_bigrams():
@@ -27,10 +42,13 @@ def test_japanese_mixed_scripts_and_latin():
     assert toks[:3] == ["決済", "済サ", "サー"] and "api" in toks
 
 
-def test_thai_has_tokens_with_marks_kept():
+def test_thai_bigrams_are_of_clusters_with_marks_kept():
+    # a vowel sign or tone mark stays with its consonant (NFKC splits sara am into nikhahit + sara aa)
     toks = tokenize("การชำระเงิน")
-    assert len(toks) >= 5 and all(len(t) == 2 for t in toks)
+    assert toks == ["กา", "าร", "รชํ", "ชํา", "าร", "ระ", "ะเ", "เงิ", "งิน"]
     assert set(tokenize("ชำระเงิน")) <= set(toks)  # a substring's grams are a subset: findable by keyword
+    assert tokenize("เงิน") == ["เงิ", "งิน"] and tokenize("งิ") == ["งิ"]
+    assert [(t, s, e) for t, s, e in token_spans("x กิน")] == [("x", 0, 1), ("กิน", 2, 5)]
 
 
 def test_identifiers_whole_and_parts():
@@ -67,7 +85,45 @@ def test_fts_syntax_is_never_passed_through():
 
 
 def test_query_terms_are_capped():
-    assert len(query_terms(" ".join(f"w{i}" for i in range(1000)))) == TokenizerConfig().max_query_terms
+    assert len(query_terms(" ".join(f"w{i}" for i in range(1000)))) == TokenizerConfig().max_query_terms == 256
+    assert query_terms("a b c d", TokenizerConfig(max_query_terms=2, query_stopwords=False)) == ["a", "b"]
+
+
+def test_repeated_query_terms_count_log_scaled():
+    # n occurrences -> 1 + floor(log2(n)) copies, in order of first occurrence; stopwords are never repeated
+    q = "belt belt timing belt belt the the the car belt belt belt belt timing"
+    assert query_terms(q) == ["belt", "belt", "belt", "belt", "time", "time", "car"]
+    assert fts_query("retry Retry retries") == '"retri" OR "retri"'
+    assert query_terms(q, TokenizerConfig(query_term_frequency=False)) == ["belt", "time", "car"]
+    assert query_terms("the the of") == ["the", "the", "of"]  # only stopwords: kept, with their counts
+
+
+def test_repeated_terms_score_the_same_in_fts5_and_in_memory(tmp_path) -> None:  # noqa: ANN001
+    from hybridmem.retrieve.keywords import KeywordIndex
+    from hybridmem.retrieve import Scope, keyword_leg
+    from hybridmem.store import Store
+
+    texts = ["timing belt replaced on the car", "belt and braces", "car wash", "ตรวจสอบสายพานรถยนต์",
+             "thanh toán hóa đơn", "thanh toan hoa don som", "timing of the payment"]
+    store = Store(tmp_path / "kw.sqlite")
+    with store.transaction():
+        store.upsert_file({"path": "memory/a.md", "abspath": None, "source": "memory", "hash": "a", "mtime": 0.0,
+                           "size": 0, "date": None, "evergreen": 1},
+                          [{"start_line": i + 1, "end_line": i + 1, "hash": f"h{i}", "text": t,
+                            "tokens": " ".join(tokenize(t)), "timestamp": 0.0, "evergreen": True}
+                           for i, t in enumerate(texts)], [None] * len(texts))
+    memory = KeywordIndex.build(*store.keyword_rows())
+    cfg = TokenizerConfig()
+    for q in ["belt belt belt timing car", "thanh toan", "thanh toán", "สายพาน สายพาน", "timing timing payment"]:
+        mem = keyword_leg(store, q, 10, cfg, Scope(), memory)
+        fts = keyword_leg(store, q, 10, cfg, Scope())
+        assert mem == fts and mem, q
+    # the diacritic-free query finds both notes, the accented one only the accented note
+    assert len(keyword_leg(store, "thanh toan", 10, cfg, Scope(), memory)) == 2
+    assert len(keyword_leg(store, "toán", 10, cfg, Scope(), memory)) == 1
+    tf = keyword_leg(store, "belt belt belt car", 10, cfg, Scope(), memory)
+    flat = keyword_leg(store, "belt car", 10, cfg, Scope(), memory)
+    assert [h.chunk_id for h in tf][:1] == [h.chunk_id for h in flat][:1] and tf[0].raw < flat[0].raw
 
 
 @settings(max_examples=300, deadline=None)

