@@ -453,6 +453,14 @@ class MemoryIndex:
             timings=timings, config=cfg, candidates=cands,
         )
 
+    def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
+             full_mmr: bool = False) -> Ranking:
+        """Rank what :meth:`retrieve` returned under ``config`` (default: the served one), as :meth:`search` does;
+        the workbench ranks one retrieval under several configs. ``full_mmr``: see :func:`hybridmem.ranking.rank`."""
+        from hybridmem.ranking import rank
+
+        return rank(candidates, config or self.settings.ranking, now=now, full_mmr=full_mmr)
+
     # -- get -----------------------------------------------------------------------------------------------------
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         """Read lines of an indexed memory file or transcript. Refuses absolute paths, ``..``, symlinks and

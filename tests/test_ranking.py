@@ -594,3 +594,9 @@ def test_token_set_splits_on_first_use_and_behaves_as_the_frozenset():
     assert lazy == eager and hash(lazy) == hash(eager) and len(lazy) == 3 and "retry" in lazy
     other = TokenSet("retry backoff queue")
     assert TokenBits().jaccard(lazy, other) == jaccard(eager, frozenset({"retry", "backoff", "queue"})) == 0.5
+
+
+def test_needs_vectors_only_for_cosine_mmr():
+    assert RankConfig(mmr=True, mmr_similarity="cosine").needs_vectors
+    assert not RankConfig(mmr=False, mmr_similarity="cosine").needs_vectors
+    assert not RankConfig(mmr=True, mmr_similarity="jaccard").needs_vectors
