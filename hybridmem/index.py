@@ -26,7 +26,7 @@ from hybridmem.embeddings import Embedder, LazyEmbedder
 from hybridmem.errors import PathError, WorkspaceError
 from hybridmem.ranking import rank
 from hybridmem.reader import read_lines, validate_relative
-from hybridmem.records import Candidates, Document, SearchResponse
+from hybridmem.records import Candidates, Document, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.store import Store
 from hybridmem.sync import Progress, SyncReport, Syncer
@@ -163,7 +163,7 @@ class MemoryIndex:
         t_all = time.perf_counter()
         cands = self.retrieve(
             query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
-            scope=Scope(source, path_prefix), with_vectors=cfg.mmr and cfg.mmr_similarity == "cosine",
+            scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors,
             timings=timings,
         )
         t0 = time.perf_counter()
@@ -177,6 +177,12 @@ class MemoryIndex:
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
             candidates=cands,
         )
+
+    def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
+             full_mmr: bool = False) -> Ranking:
+        """Rank what :meth:`retrieve` returned under ``config`` (default: the served one), as :meth:`search` does;
+        the workbench ranks one retrieval under several configs. ``full_mmr``: see :func:`hybridmem.ranking.rank`."""
+        return rank(candidates, config or self.settings.ranking, now=now, full_mmr=full_mmr)
 
     # -- get -----------------------------------------------------------------------------------------------------
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:

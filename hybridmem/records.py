@@ -142,6 +142,9 @@ class Hit:
 
     Scores of a leg that did not find the chunk are ``None`` (and count as 0 in fusion). ``kept`` is False for
     candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``).
+    ``vector_part`` and ``text_part`` are each leg's term of ``fused_score`` for fusions that add one term per leg
+    (weighted sum, RRF; 0.0 from a leg that did not find the chunk, and the two add up to ``fused_score``); ``None``
+    under other fusions.
     """
 
     chunk_id: int
@@ -168,6 +171,8 @@ class Hit:
     kept: bool
     cut_reason: str | None = None
     rescued: bool = False
+    vector_part: float | None = None
+    text_part: float | None = None
 
 
 @dataclass(frozen=True)

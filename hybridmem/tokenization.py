@@ -199,11 +199,6 @@ def tokenize(text: str, config: TokenizerConfig | None = None) -> list[str]:
     return [t for t, _, _ in token_spans(text, config)]
 
 
-def token_set(text: str, config: TokenizerConfig | None = None) -> frozenset[str]:
-    """The set of tokens, for Jaccard similarity."""
-    return frozenset(tokenize(text, config))
-
-
 def query_terms(query: str, config: TokenizerConfig | None = None) -> list[str]:
     """The terms a query searches for, in order of first occurrence: stopwords dropped (unless that leaves none),
     at most ``max_query_terms`` distinct terms, and with ``query_term_frequency`` a term that occurs ``n`` times

@@ -109,6 +109,7 @@ def test_switching_fusion_to_rrf_changes_the_results():
     assert not at.exception
     after = frame(at, "inspector_candidates")
     assert "RRF" in " ".join(c.value for c in at.caption)
+    assert at.number_input(key="cfg_min_score").value == PRESETS["rrf"].min_score  # that preset's min score
     # RRF scores are sums of w / (k + rank): far below the weighted sum's [0, 1] scale
     assert after["fused"].max() < 0.05 < before["fused"].max()
 
@@ -271,13 +272,57 @@ def _toy() -> Candidates:
 def test_contributions_add_up_to_the_ranked_score(fusion):
     cfg = RankConfig(fusion=fusion, min_score=0.0, vector_weight=0.7, text_weight=0.3)  # weights pinned
     r = rank(_toy(), cfg, now=0.0)
-    parts = views.contributions(r, cfg)
+    parts = views.contributions(r)
     totals = parts.groupby("citation")["contribution"].sum()
     for h in r.hits:
         assert totals[f"{h.position}. {h.citation}"] == pytest.approx(h.final_score)
     if fusion == "rrf":  # chunk 2: vector rank 2, keyword rank 1 -> 0.7/62 + 0.3/61
         two = parts[parts["citation"].str.endswith("memory/2.md#L1-L2")].set_index("leg")["contribution"]
-        assert two["vector"] == pytest.approx(0.7 / 62) and two["text"] == pytest.approx(0.3 / 61)
+        assert two["vector"] == 0.7 / 62 and two["text"] == 0.3 / 61
+
+
+def test_contributions_scale_with_decay_and_need_an_additive_fusion():
+    chunks = {1: ChunkInfo(1, "memory/2026-01-01.md", "memory", 1, 2, "text", 0.0, False, frozenset({"text"}))}
+    c = Candidates("text", ("text",), keyword=(LegHit(1, -3.0, 1),), vector=(LegHit(1, 0.9, 1),), chunks=chunks,
+                   pool=10)
+    day = 86400.0
+    r = rank(c, PRESETS["rrf"].replace(decay=True, half_life_days=10.0), now=10 * day)  # weights 1 and 1
+    (h,) = r.hits
+    assert h.decay_factor == pytest.approx(0.5)
+    parts = views.contributions(r).set_index("leg")["contribution"]
+    assert parts["vector"] == h.vector_part * h.decay_factor == parts["text"]  # 1/61 each, halved
+    assert h.vector_part == 1.0 / 61
+    assert views.contributions(rank(c, RankConfig(fusion="combmnz", min_score=0.0), now=0.0)).empty
+
+
+def test_switching_fusion_takes_that_presets_min_score():
+    from hybridmem.workbench import labeled
+
+    cfg = RankConfig(min_score=0.5, mmr=True)
+    assert cfg.with_fusion("weighted") is cfg  # no switch, nothing changes
+    assert cfg.with_fusion("rrf") == cfg.replace(fusion="rrf", min_score=PRESETS["rrf"].min_score)
+    assert cfg.with_fusion("combmnz").min_score == 0.5  # no preset of that name: the min score stays
+    assert views.other_fusion(cfg) == cfg.with_fusion("rrf")
+    assert views.other_fusion(cfg.with_fusion("rrf")).min_score == PRESETS["weighted"].min_score
+    both = labeled.compare_configs(cfg)
+    assert both["weighted"] is cfg and both["rrf"] == cfg.with_fusion("rrf")
+
+
+def test_no_workbench_module_imports_ranking():
+    """Pages reach ranking through the facade (MemoryIndex) and hybridmem.eval only."""
+    import ast
+
+    files = sorted((ROOT / "hybridmem" / "workbench").glob("*.py")) + [ROOT / "app.py"]
+    assert len(files) > 5
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + ([f"{node.module}.{a.name}" for a in node.names])
+            offenders += [f"{path.name}: {n}" for n in names if n == "hybridmem.ranking"
+                          or n.startswith("hybridmem.ranking.")]
+    assert offenders == []
 
 
 def test_movement_frame_marks_moves():
@@ -295,3 +340,7 @@ def test_movement_frame_marks_moves():
 
 def test_highlight_escapes_and_marks():
     assert views.highlight("<b>retry</b> later", ("retri",)) == "&lt;b&gt;<mark>retry</mark>&lt;/b&gt; later"
+    # the longest of overlapping matches, in ASCII text and in any other alike
+    query = ("errconnreset", "err", "conn", "reset")
+    assert views.highlight("Saw ERR_CONN_RESET", query) == "Saw <mark>ERR_CONN_RESET</mark>"
+    assert views.highlight("…ERR_CONN_RESET: conn", query) == "…<mark>ERR_CONN_RESET</mark>: <mark>conn</mark>"

@@ -65,11 +65,27 @@ def test_runner_equals_live_search(demo_eval):
             live = idx.search(q.text, config=ecfg, now=ds.reference_time)
             from hybridmem.ranking import rank
 
-            mine = rank(cands[q.id], ecfg, now=ds.reference_time, **__import__(
-                "hybridmem.eval.runner", fromlist=["FAST_RANK"]).FAST_RANK).hits
+            mine = rank(cands[q.id], ecfg, now=ds.reference_time, explain=False, centred_snippets=False).hits
             assert [(h.path, h.start_line, h.end_line) for h in mine] == \
                    [(h.path, h.start_line, h.end_line) for h in live.results], (name, q.id)
         assert res.per_query[name]["ndcg@10"].shape == (len(qids),)
+
+
+def test_rankings_of_one_query_are_the_evaluations(demo_eval):
+    """Evaluator.rankings (the workbench's per-query view) ranks exactly as the evaluation: its configs, its
+    candidates, the dataset's clock; every candidate explained."""
+    from hybridmem.ranking import rank
+
+    ds = demo_eval.dataset
+    named = {n: CONFIGS[n] for n in ("weighted", "rrf", "mmr", "decay")}
+    cfgs, cands = demo_eval.prepare(named, 10)
+    for q in ds.queries[:5]:
+        got = demo_eval.rankings(q.id, named, 10)
+        assert list(got) == list(named)
+        for name, ranking in got.items():
+            assert ranking == rank(cands[q.id], cfgs[name], now=ds.reference_time)
+            lengths = demo_eval.rank_runs(cfgs[name], [q.id], cands).lengths[0]
+            assert [len(h.text) for h in ranking.hits] == lengths and len(ranking.candidates) > len(ranking.hits)
 
 
 def test_compare_and_categories(demo_eval):

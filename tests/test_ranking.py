@@ -13,9 +13,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hybridmem.config import REFERENCE_RANKING, RankConfig
-from hybridmem.errors import ConfigError
+from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit
 from hybridmem.ranking import (
+    RankMemo,
     ScoredLeg,
     citation,
     decay_factor,
@@ -161,6 +162,7 @@ def test_ranx_combmnz_through_rank():
     r = rank(make(VEC, KEY), cfg(fusion="combmnz"))
     # CombMNZ: sum of min-max scores times the number of legs that found the chunk
     assert scores(r) == pytest.approx({1: (1.0 + 0.0) * 2, 2: (0.5 + 1.0) * 2, 3: 0.0, 4: 0.5}, rel=1e-9, abs=1e-12)
+    assert all(h.vector_part is None and h.text_part is None for h in r.candidates)  # not a sum of leg terms
 
 
 # --- legs, pool, weights ----------------------------------------------------------------------------------------
@@ -360,8 +362,8 @@ def test_token_bits_shared_across_pools(first, second):
 
 
 def test_rank_memo_is_invisible():
-    # rank() remembers per-candidates work for its next call on the same object (a sweep's many configs); results
-    # must equal ranking an equal, fresh Candidates object each time, in any order of configs
+    # a RankMemo shares one candidates object's config-independent work across rank() calls (a sweep's many
+    # configs); results must equal ranking without one, in any order of configs and options
     words = ["alpha beta", "alpha beta gamma", "delta", "alpha", "beta gamma", "epsilon", "alpha delta"] * 4
     texts = [f"intro words {i} " * 3 + w + " closing words" * 3 for i, w in enumerate(words)]  # longer than snippets
     chunks = [chunk(i, t, age_days=i) for i, t in enumerate(texts)]
@@ -373,8 +375,16 @@ def test_rank_memo_is_invisible():
                 cfg(bm25_norm="zscore", max_injected_chars=200, snippet_chars=40), cfg(snippet_chars=30)]
     calls = [(config, options) for config in configs + configs[::-1]
              for options in ({}, {"explain": False, "centred_snippets": False}, {"full_mmr": True})]
-    remembered = [rank(c, config, **options) for config, options in calls]  # one object: the memo is reused
-    assert remembered == [rank(dataclasses.replace(c), config, **options) for config, options in calls]
+    memo = RankMemo(c)
+    remembered = [rank(c, config, memo=memo, **options) for config, options in calls]
+    assert remembered == [rank(c, config, **options) for config, options in calls]
+    assert memo._legs and memo._orders and memo._snippets  # noqa: SLF001 - the memo was used, not bypassed
+
+
+def test_rank_memo_belongs_to_one_candidates_object():
+    c = make(VEC, KEY)
+    with pytest.raises(HybridMemError, match="RankMemo of other candidates"):
+        rank(dataclasses.replace(c), cfg(), memo=RankMemo(c))  # equal, but another object
 
 
 # --- cut, rescue, budget ----------------------------------------------------------------------------------------
@@ -479,12 +489,20 @@ def test_explain_false_returns_same_hits():
     assert full.hits == lean.hits and lean.candidates == lean.hits
 
 
-def test_hits_equal_dataclass_construction():
-    r = rank(make(VEC, KEY, query="chunk"), cfg(mmr=True, decay=True))
-    for h in r.candidates:
-        rebuilt = Hit(**{f.name: getattr(h, f.name) for f in dataclasses.fields(Hit)})
-        assert rebuilt == h and repr(rebuilt) == repr(h) and hash(rebuilt) == hash(h)
+def test_leg_parts_add_up_to_the_fused_score():
+    r = rank(make(VEC, KEY, query="chunk"), cfg(decay=True))
+    # weighted 0.7/0.3 over the min-max scores of test_weighted_minmax_exact; 0.0 from a leg that missed the chunk
+    assert {h.chunk_id: (h.vector_part, h.text_part) for h in r.candidates} == {
+        1: (0.7 * 1.0, 0.3 * 0.0), 2: (0.7 * 0.5, 0.3 * 1.0), 3: (0.7 * 0.0, 0.0), 4: (0.0, 0.3 * 0.5)}
+    assert all(h.vector_part + h.text_part == h.fused_score for h in r.candidates)  # exactly
     assert r.hits[0].citation == "memory/1.md#L1-L2"
+    r = rank(make(VEC, KEY), cfg(fusion="rrf", vector_weight=1.0, text_weight=2.0))
+    assert {h.chunk_id: (h.vector_part, h.text_part) for h in r.candidates} == {
+        1: (1.0 / 61, 2.0 / 63), 2: (1.0 / 62, 2.0 / 61), 3: (1.0 / 63, 0.0), 4: (0.0, 2.0 / 62)}
+    assert all(h.vector_part + h.text_part == h.fused_score for h in r.candidates)
+    r = rank(make(VEC, KEY), cfg(text_weight=0.0))  # a leg that takes no part adds 0.0
+    assert {h.chunk_id: (h.vector_part, h.text_part) for h in r.candidates} == {
+        1: (1.0, 0.0), 2: (0.5, 0.0), 3: (0.0, 0.0)}
 
 
 # --- names ------------------------------------------------------------------------------------------------------
@@ -576,3 +594,19 @@ def test_token_set_splits_on_first_use_and_behaves_as_the_frozenset():
     assert lazy == eager and hash(lazy) == hash(eager) and len(lazy) == 3 and "retry" in lazy
     other = TokenSet("retry backoff queue")
     assert TokenBits().jaccard(lazy, other) == jaccard(eager, frozenset({"retry", "backoff", "queue"})) == 0.5
+
+
+def test_needs_vectors_only_for_cosine_mmr():
+    assert RankConfig(mmr=True, mmr_similarity="cosine").needs_vectors
+    assert not RankConfig(mmr=False, mmr_similarity="cosine").needs_vectors
+    assert not RankConfig(mmr=True, mmr_similarity="jaccard").needs_vectors
+
+
+def test_hit_fields_in_the_order_rank_builds_them():
+    # rank() builds each Hit positionally (a third faster than keywords): a field added or moved in Hit must be
+    # added or moved in pipeline._HitMaker too
+    assert [f.name for f in dataclasses.fields(Hit)] == [
+        "chunk_id", "path", "source", "start_line", "end_line", "text", "citation", "snippet",
+        "vector_raw", "vector_score", "vector_rank", "text_raw", "text_score", "text_rank",
+        "fused_score", "decay_factor", "decayed_score", "mmr_score", "mmr_position",
+        "final_score", "position", "kept", "cut_reason", "rescued", "vector_part", "text_part"]

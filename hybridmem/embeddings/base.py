@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from hybridmem.config import DEFAULT_BATCH_SIZE
 from hybridmem.errors import ProviderError
 
 
@@ -34,7 +35,7 @@ class Embedder(ABC):
 
     name: str = "base"
     model: str = ""
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
 
     @property
     @abstractmethod

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_MODEL
+from hybridmem.config import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
 
@@ -98,7 +98,7 @@ class E5Embedder(Embedder):
 
     name = "e5"
 
-    def __init__(self, model: str = E5_MODEL, batch_size: int = 64) -> None:
+    def __init__(self, model: str = E5_MODEL, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if model not in MODEL_ALIASES:
             raise ProviderError(f"the e5 provider has one model, {E5_MODEL!r}, not {model!r}; for another model use "
                                 f"provider = \"local\" (sentence-transformers)")

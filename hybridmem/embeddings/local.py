@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from hybridmem.background import SecondCallBuild
-from hybridmem.config import DEFAULT_MODEL, QUERY_RUNTIMES
+from hybridmem.config import DEFAULT_BATCH_SIZE, DEFAULT_MODEL, QUERY_RUNTIMES
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
 
@@ -77,7 +77,8 @@ class SentenceTransformerEmbedder(Embedder):
 
     name = "local"
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64, query_runtime: str = "onnx") -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = DEFAULT_BATCH_SIZE,
+                 query_runtime: str = "onnx") -> None:
         if query_runtime not in QUERY_RUNTIMES:
             raise ProviderError(f"unknown query runtime {query_runtime!r}: expected one of {', '.join(QUERY_RUNTIMES)}")
         self.model = model

@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_MODEL, EmbeddingConfig
+from hybridmem.config import DEFAULT_BATCH_SIZE, DEFAULT_MODEL, EmbeddingConfig
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
 
@@ -140,8 +140,8 @@ class RemoteEmbedder(Embedder):
 
     name = "remote"
 
-    def __init__(self, model: str, base_url: str, api_key: str = "", dims: int = 0, batch_size: int = 64,
-                 max_batch_chars: int = 200_000, timeout_s: float = 30.0, max_retries: int = 4,
+    def __init__(self, model: str, base_url: str, api_key: str = "", dims: int = 0,
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_batch_chars: int = 200_000, timeout_s: float = 30.0, max_retries: int = 4,
                  client: HttpClient | None = None) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")

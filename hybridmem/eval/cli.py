@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from hybridmem.cli import command, print_json
-from hybridmem.config import PRESETS, Settings, load_settings, preset
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
 
@@ -42,7 +42,7 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     ev = _evaluator(args)
     metrics = args.metrics or list(DEFAULT_METRICS) + (list(EVIDENCE_METRICS) if ev.dataset.kind == "evidence" else [])
-    configs = args.config or ["keyword", "vector", "weighted", "rrf"]
+    configs = args.config or list(DEFAULT_EVAL_CONFIGS)
     for name in configs:
         preset(name)
     split = None if args.split == "all" else args.split

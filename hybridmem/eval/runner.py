@@ -32,29 +32,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hybridmem.config import PRESETS, ChunkingConfig, RankConfig, Settings, preset
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, MAX_QUERY_CHARS, PRESETS, ChunkingConfig, RankConfig, Settings, preset
 from hybridmem.embeddings import Embedder, create_embedder, sanitize
 from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
 from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
 from hybridmem.eval.units import judged_units
 from hybridmem.index import MemoryIndex
-from hybridmem.records import Candidates
-from hybridmem.ranking import rank
+from hybridmem.ranking import RankMemo, rank
+from hybridmem.records import Candidates, Ranking
 from hybridmem.retrieve import Scope
 
 AUTO = "auto"
-
-
-def _fast_rank_options() -> dict[str, bool]:
-    """rank() keywords that skip work the eval never reads (cut candidates' Hits, query-centred snippets); the hits
-    and their order are the same."""
-    import inspect
-
-    params = inspect.signature(rank).parameters
-    return {k: False for k in ("explain", "centred_snippets") if k in params}
-
-
-FAST_RANK = _fast_rank_options()
 
 
 def cache_dir() -> Path:
@@ -66,7 +54,7 @@ def cache_dir() -> Path:
 def resolve_configs(configs: Sequence[str] | Mapping[str, RankConfig] | None) -> dict[str, RankConfig]:
     """Named configs: a mapping as given, or preset names (``keyword``, ``vector``, ``weighted``, ``rrf``, ...)."""
     if configs is None:
-        configs = ("keyword", "vector", "weighted", "rrf")
+        configs = DEFAULT_EVAL_CONFIGS
     if isinstance(configs, Mapping):
         return dict(configs)
     return {name: preset(name) for name in configs}
@@ -206,7 +194,7 @@ class Evaluator:
         missing = [h for h in hashes if h not in cached]
         for i in range(0, len(missing), e.batch_size):
             batch = missing[i: i + e.batch_size]
-            mat = sanitize(e.embed_batch([hashes[h][:20000] for h in batch], is_query=True))
+            mat = sanitize(e.embed_batch([hashes[h][:MAX_QUERY_CHARS] for h in batch], is_query=True))
             fresh = dict(zip(batch, mat))
             store.cache_put(e.name, e.model, e.provider_key, fresh)
             cached.update(fresh)
@@ -252,7 +240,7 @@ class Evaluator:
         pool = max(c.pool for c in cfgs.values())
         keyword = any(c.text_weight > 0 for c in cfgs.values())
         vector = any(c.vector_weight > 0 for c in cfgs.values())
-        with_vectors = any(c.mmr and c.mmr_similarity == "cosine" for c in cfgs.values())
+        with_vectors = any(c.needs_vectors for c in cfgs.values())
         return cfgs, self.candidates(pool, keyword, vector, with_vectors)
 
     def rank_runs(self, config: RankConfig, query_ids: Sequence[str], cands: Mapping[str, Candidates]) -> QueryRuns:
@@ -262,17 +250,19 @@ class Evaluator:
     def rank_runs_many(
         self, configs: Mapping[str, RankConfig], query_ids: Sequence[str], cands: Mapping[str, Candidates]
     ) -> dict[str, QueryRuns]:
-        """:meth:`rank_runs` for many configs, query by query: every config ranks one query's candidates in turn,
-        so what ``rank()`` remembers of that candidates object (each leg cut and normalized per pool, the earlier
-        order, MMR's token bitsets, snippets) serves every config. Same runs as calling :meth:`rank_runs` per
-        config."""
+        """:meth:`rank_runs` for many configs, query by query: every config ranks one query's candidates in turn
+        with one :class:`~hybridmem.ranking.RankMemo` (each leg cut and normalized per pool, the earlier order, MMR's
+        token bitsets, snippets, worked out once for every config). Same runs as calling :meth:`rank_runs` per
+        config. Only hits are ranked (``explain=False``) and their snippets are the lead of the text, which the eval
+        never reads: the same hits in the same order."""
         ds = self.dataset
         now = ds.reference_time
         acc: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in configs}
         for qid in query_ids:
             cand = cands[qid]
+            memo = RankMemo(cand)
             for name, config in configs.items():
-                hits = rank(cand, config, now=now, **FAST_RANK).hits
+                hits = rank(cand, config, now=now, memo=memo, explain=False, centred_snippets=False).hits
                 r, f = judged_units([h.path for h in hits], [h.chunk_id for h in hits], [h.start_line for h in hits],
                                     [h.end_line for h in hits], ds.qrels[qid], ds.evidence, ds.kind)
                 ranked, first, lengths = acc[name]
@@ -280,6 +270,14 @@ class Evaluator:
                 first.append(f)
                 lengths.append([len(h.text) for h in hits])
         return {name: QueryRuns(*lists) for name, lists in acc.items()}
+
+    def rankings(self, query_id: str, configs: Mapping[str, RankConfig], depth: int) -> dict[str, Ranking]:
+        """Each config's full ranking (every candidate, centred snippets) of one query as the evaluation ranks it:
+        the configs as :meth:`prepare` makes them, the same candidates, the dataset's clock."""
+        cfgs, cands = self.prepare(configs, depth)
+        cand = cands[query_id]
+        memo = RankMemo(cand)
+        return {name: rank(cand, config, now=self.dataset.reference_time, memo=memo) for name, config in cfgs.items()}
 
     def evaluate(
         self,

@@ -1,12 +1,14 @@
 """Ranking: normalize, fuse, decay, MMR and cut one query's candidates; pure functions, no I/O.
 
-``rank(candidates, config, now)`` is the single entry point every caller uses; the building blocks are exported
+``rank(candidates, config, now)`` is the single entry point every caller uses (``memo=RankMemo(candidates)`` shares
+one query's config-independent work across the calls of a sweep); the building blocks are exported
 for notebooks, tests and the workbench. ranx is imported only when a ranx fusion method is used.
 """
 
 from hybridmem.ranking.decay import age_days, decay_factor
 from hybridmem.ranking.fusion import (
     FUSIONS,
+    LEG_TERMS,
     RANX_FUSIONS,
     ScoredLeg,
     fusion_names,
@@ -27,14 +29,16 @@ from hybridmem.ranking.normalize import (
     vector_minmax,
     vector_raw,
 )
-from hybridmem.ranking.pipeline import MIN_TRUNCATED_SNIPPET, rank
+from hybridmem.ranking.pipeline import MIN_TRUNCATED_SNIPPET, RankMemo, rank
 from hybridmem.ranking.snippet import citation, lead_snippet, make_snippet, match_spans, truncate_snippet
 
 __all__ = [
     "BM25_NORMALIZERS",
     "FUSIONS",
+    "LEG_TERMS",
     "MIN_TRUNCATED_SNIPPET",
     "RANX_FUSIONS",
+    "RankMemo",
     "VECTOR_NORMALIZERS",
     "ScoredLeg",
     "age_days",

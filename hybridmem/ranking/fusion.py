@@ -27,6 +27,7 @@ from hybridmem.errors import ConfigError
 
 __all__ = [
     "FUSIONS",
+    "LEG_TERMS",
     "RANX_FUSIONS",
     "RANX_TRAINED_FUSIONS",
     "FusionFn",
@@ -35,7 +36,9 @@ __all__ = [
     "get_fusion",
     "ranx_fusion",
     "rrf_fusion",
+    "rrf_terms",
     "weighted_fusion",
+    "weighted_terms",
 ]
 
 
@@ -70,18 +73,22 @@ def weighted_fusion(legs: Sequence[ScoredLeg], k: int = 60) -> dict[int, float]:
         >>> weighted_fusion([ScoredLeg("a", 3.0, (5,), (0.5,), (1,)), ScoredLeg("b", 1.0, (5,), (1.0,), (1,))])
         {5: 0.625}
     """
-    total = 0.0
-    for leg in legs:
-        total += leg.weight
     fused: dict[int, float] = {}
-    if total <= 0.0:
-        return fused
     get = fused.get
-    for leg in legs:
-        w = leg.weight / total
+    for leg, w in zip(legs, _shares(legs)):
         for cid, s in zip(leg.ids, leg.scores):
             fused[cid] = get(cid, 0.0) + w * s
     return fused
+
+
+def _shares(legs: Sequence[ScoredLeg]) -> list[float]:
+    """Each leg's weight over the legs' total (none when the total is 0): the weighted sum's factors."""
+    total = 0.0
+    for leg in legs:
+        total += leg.weight
+    if total <= 0.0:
+        return []
+    return [leg.weight / total for leg in legs]
 
 
 def rrf_fusion(legs: Sequence[ScoredLeg], k: int = 60) -> dict[int, float]:
@@ -101,6 +108,35 @@ def rrf_fusion(legs: Sequence[ScoredLeg], k: int = 60) -> dict[int, float]:
         for cid, r in zip(leg.ids, leg.ranks):
             fused[cid] = get(cid, 0.0) + w / (k + r)
     return fused
+
+
+LegTerms = Callable[[Sequence[ScoredLeg], int], list[Callable[[int], float]]]
+
+
+def weighted_terms(legs: Sequence[ScoredLeg], k: int = 60) -> list[Callable[[int], float]]:
+    """Per leg, the function from an entry's index in that leg to its term of :func:`weighted_fusion`'s sum.
+
+    Example:
+        >>> legs = [ScoredLeg("a", 3.0, (5,), (0.5,), (1,)), ScoredLeg("b", 1.0, (5,), (1.0,), (1,))]
+        >>> [term(0) for term in weighted_terms(legs)]
+        [0.375, 0.25]
+    """
+    return [lambda i, w=w, scores=leg.scores: w * scores[i] for leg, w in zip(legs, _shares(legs))]
+
+
+def rrf_terms(legs: Sequence[ScoredLeg], k: int = 60) -> list[Callable[[int], float]]:
+    """Per leg, the function from an entry's index in that leg to its term of :func:`rrf_fusion`'s sum.
+
+    Example:
+        >>> rrf_terms([ScoredLeg("a", 1.0, (8, 9), (0.0, 0.0), (1, 2))], k=60)[0](1)
+        0.016129032258064516
+    """
+    return [lambda i, w=leg.weight, ranks=leg.ranks: w / (k + ranks[i]) for leg in legs]
+
+
+# Fusions whose score is a sum of one term per leg, each added in leg order: a chunk's terms (0 from a leg that did
+# not find it) add up to its fused score exactly. rank() keeps each hit's terms (``Hit.vector_part``, ``text_part``).
+LEG_TERMS: dict[str, LegTerms] = {"weighted": weighted_terms, "rrf": rrf_terms}
 
 
 # Our name -> ranx's method name. ranx's own short names are accepted too, and ``comb*`` spellings from the papers.

@@ -1,12 +1,6 @@
 """The Streamlit workbench behind ``app.py``: one module per page, plus shared state and the sidebar.
 
-Pages hold UI only. They call :class:`hybridmem.MemoryIndex`, :func:`hybridmem.ranking.rank` and
-:mod:`hybridmem.eval`; nothing here scores or touches SQL. ``hybridmem.eval`` (ranx, numba) is imported lazily, inside
-the pages that need it, so the first paint stays fast.
+Pages hold UI only. They reach ranking through :class:`hybridmem.MemoryIndex` (``retrieve``, ``rank``) and
+:mod:`hybridmem.eval`, never :mod:`hybridmem.ranking` itself; nothing here scores or touches SQL.
+``hybridmem.eval`` (ranx, numba) is imported lazily, inside the pages that need it, so the first paint stays fast.
 """
-
-from pathlib import Path
-
-PAGES_DIR = Path(__file__).resolve().parent
-
-__all__ = ["PAGES_DIR"]

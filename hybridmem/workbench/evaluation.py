@@ -12,7 +12,7 @@ import json
 import plotly.express as px
 import streamlit as st
 
-from hybridmem.config import PRESETS, RankConfig
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.workbench import labeled, state
 
@@ -39,7 +39,7 @@ def render() -> None:
 
     available = {**{p: c for p, c in PRESETS.items() if p not in ("default",)}, SIDEBAR: state.rank_config(),
                  **_saved()}
-    st.session_state.setdefault("eval_configs", ["keyword", "vector", "weighted", "rrf", SIDEBAR])
+    st.session_state.setdefault("eval_configs", [*DEFAULT_EVAL_CONFIGS, SIDEBAR])
     st.session_state["eval_configs"] = [c for c in st.session_state["eval_configs"] if c in available]
     metric_options = list(DEFAULT_METRICS) + (list(EVIDENCE_METRICS) if dataset.kind == "evidence" else [])
     c1, c2 = st.columns([3, 1])

@@ -17,7 +17,6 @@ import streamlit as st
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Ranking
-from hybridmem.ranking import rank
 from hybridmem.workbench import state, views
 
 SPLITS = ("all", "test", "train")
@@ -61,7 +60,7 @@ def compare_configs(cfg: RankConfig) -> dict[str, RankConfig]:
         return cfg.replace(fusion=p.fusion, vector_weight=p.vector_weight, text_weight=p.text_weight,
                            min_score=p.min_score)
 
-    return {"weighted": views.as_fusion(cfg, "weighted"), "rrf": views.as_fusion(cfg, "rrf"),
+    return {"weighted": cfg.with_fusion("weighted"), "rrf": cfg.with_fusion("rrf"),
             "keyword": leg_only("keyword"), "vector": leg_only("vector")}
 
 
@@ -111,11 +110,9 @@ def metric_names(dataset: Any, k: int, budget: int) -> tuple[str, ...]:
 
 
 def rankings(name: str, query_id: str, configs: Mapping[str, RankConfig], depth: int) -> dict[str, Ranking]:
-    """Each config's ranking of one query, as the evaluation ranks it (same candidates, same clock)."""
-    ev = state.get_evaluator(name)
-    cfgs, cands = ev.prepare(dict(configs), depth)
-    now = ev.dataset.reference_time or None
-    return {n: rank(cands[query_id], c, now=now) for n, c in cfgs.items()}
+    """Each config's ranking of one query, as the evaluation ranks it (:meth:`hybridmem.eval.Evaluator.rankings`:
+    same configs, same candidates, same clock)."""
+    return state.get_evaluator(name).rankings(query_id, dict(configs), depth)
 
 
 def significance_frame(comparison: Any) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Search inspector: one query, every candidate's scores, and weighted sum against RRF side by side.
 
-Retrieval runs once per query (cached); every ranking shown is a :func:`hybridmem.ranking.rank` call on those
+Retrieval runs once per query (cached); every ranking shown is a :meth:`hybridmem.MemoryIndex.rank` call on those
 candidates, so changing the sidebar re-ranks instantly.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import streamlit as st
 
 from hybridmem.errors import HybridMemError
-from hybridmem.ranking import rank
 from hybridmem.workbench import state, views
 
 FUSION_NAMES = {"weighted": "Weighted sum", "rrf": "RRF"}
@@ -50,13 +49,12 @@ def render() -> None:
 
     other = views.other_fusion(cfg)
     weighted, rrf = (cfg, other) if cfg.fusion == "weighted" else (other, cfg)
-    with_vectors = cfg.mmr and cfg.mmr_similarity == "cosine"
     try:
         with st.spinner("Loading the embedding model and retrieving…"):
-            cands = state.retrieve(idx, query, state.pool_for(cfg, other), with_vectors)
+            cands = state.retrieve(idx, query, state.pool_for(cfg, other), cfg.needs_vectors)
         now = dataset.reference_time if dataset is not None and dataset.reference_time else None
-        main = rank(cands, cfg, now=now, full_mmr=True)
-        left, right = rank(cands, weighted, now=now), rank(cands, rrf, now=now)
+        main = idx.rank(cands, cfg, now=now, full_mmr=True)
+        left, right = idx.rank(cands, weighted, now=now), idx.rank(cands, rrf, now=now)
     except HybridMemError as exc:
         views.fail(state.error_text(exc))
     relevant = state.relevant_units(dataset, qid, main.candidates) if qid else None
@@ -85,7 +83,7 @@ def render() -> None:
                     st.markdown(f"<div style='font-size:0.9em'>{views.highlight(h.snippet, cands.query_tokens)}</div>",
                                 unsafe_allow_html=True)
         with col_chart:
-            parts = views.contributions(main, cfg, cands.vector_searched, cands.keyword_searched)
+            parts = views.contributions(main)
             if parts.empty:
                 st.info("Per-leg contributions exist for the weighted sum and RRF only.")
             else:

@@ -19,6 +19,7 @@ from hybridmem.config import (
     PRESETS,
     VECTOR_NORMALIZATIONS,
     RankConfig,
+    fusion_min_score,
 )
 from hybridmem.errors import ConfigError
 from hybridmem.workbench import state
@@ -91,9 +92,9 @@ def _expand(path: str) -> str:
 
 
 def _on_fusion() -> None:
-    """Switching fusion takes that method's preset min score: RRF scores (about 0.01-0.03) would all fall below a
-    threshold meant for normalized weighted sums, and every query would end in the keyword rescue."""
-    st.session_state[key("min_score")] = PRESETS[st.session_state[key("fusion")]].min_score
+    """Switching fusion takes that method's preset min score (:func:`hybridmem.config.fusion_min_score`)."""
+    st.session_state[key("min_score")] = fusion_min_score(st.session_state[key("fusion")],
+                                                          st.session_state[key("min_score")])
 
 
 def render_ranking() -> RankConfig:

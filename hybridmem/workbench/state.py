@@ -57,16 +57,6 @@ class Source:
         return SOURCE_LABELS.get(self.kind, self.kind)
 
     @property
-    def is_workspace(self) -> bool:
-        """A Markdown memory workspace the engine indexes directly (the demo, or a user's memory folder)."""
-        if self.kind == "demo":
-            return True
-        if self.kind == "folder":
-            p = Path(self.path)
-            return not (p / "corpus.jsonl").is_file()
-        return False
-
-    @property
     def workspace(self) -> str:
         """The folder :class:`MemoryIndex` opens."""
         if self.kind == "demo":
@@ -190,12 +180,6 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, HybridMemError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
-
-
-def set_many(values: dict[str, Any]) -> None:
-    """Set several session-state keys (for ``on_click`` callbacks that change sidebar widgets)."""
-    for key, value in values.items():
-        st.session_state[key] = value
 
 
 # -- labeled data ----------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Sweeps: one or two ranking parameters over a range, the chosen metric as a line or heatmap, the best point marked,
 and a button that applies it to the sidebar.
 
-Every point is a :func:`hybridmem.ranking.rank` call per query over candidates the cached evaluator retrieved once,
-so a new range costs ranking and scoring only.
+Every point is scored by :func:`hybridmem.eval.sweeps.sweep` over candidates the cached evaluator retrieved once, so a new
+range costs ranking and scoring only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from hybridmem.config import PRESETS, RankConfig
+from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.workbench import labeled, sidebar, state
 
@@ -43,8 +43,8 @@ def sweep_base(base: RankConfig, params: list[str]) -> tuple[RankConfig, dict[st
     """The config a sweep starts from, and the sidebar changes that come with it: sweeping RRF k switches the sidebar
     config to RRF (with that preset's min score), since k means nothing to the weighted sum."""
     if "rrf_k" in params and base.fusion != "rrf":
-        extra = {"fusion": "rrf", "min_score": PRESETS["rrf"].min_score}
-        return base.replace(**extra), extra
+        rrf = base.with_fusion("rrf")
+        return rrf, {"fusion": rrf.fusion, "min_score": rrf.min_score}
     return base, {}
 
 

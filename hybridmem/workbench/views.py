@@ -1,8 +1,8 @@
 """UI pieces several pages share: opening an index with progress, tables of ranked candidates, rank movements, the
 per-leg contribution chart and highlighted snippets.
 
-Scores all come from :func:`hybridmem.ranking.rank`; the contribution chart calls the fusion functions of
-:mod:`hybridmem.ranking.fusion` one leg at a time, so it can never disagree with ranking.
+Every score shown is a field of a :class:`~hybridmem.Hit` that ranking produced (the contribution chart included:
+each leg's term of the fused score is ``Hit.vector_part`` / ``text_part``); nothing here scores.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from hybridmem.config import PRESETS, RankConfig
+from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.index import MemoryIndex
 from hybridmem.records import Hit, Ranking
-from hybridmem.ranking import ScoredLeg, get_fusion, match_spans
+from hybridmem.tokenization import token_spans
 from hybridmem.workbench import state
 
 VECTOR_COLOR = "#4C78A8"
@@ -81,22 +81,22 @@ def sync(idx: MemoryIndex, label: str = "Syncing") -> None:
 
 def other_fusion(cfg: RankConfig) -> RankConfig:
     """``cfg`` under the other built-in fusion, with that fusion's preset min score (RRF scores are ~0.03)."""
-    method = "rrf" if cfg.fusion == "weighted" else "weighted"
-    return as_fusion(cfg, method)
-
-
-def as_fusion(cfg: RankConfig, method: str) -> RankConfig:
-    """``cfg`` with ``fusion=method``; switching fusion also takes the min score of the method's preset."""
-    if cfg.fusion == method:
-        return cfg
-    return cfg.replace(fusion=method, min_score=PRESETS[method].min_score)
+    return cfg.with_fusion("rrf" if cfg.fusion == "weighted" else "weighted")
 
 
 def highlight(text: str, query_tokens: Iterable[str]) -> str:
-    """HTML of ``text`` (escaped) with query-token matches in ``<mark>``."""
-    spans = match_spans(text, tuple(query_tokens))
+    """HTML of ``text`` (escaped) with the query's matches in ``<mark>``, as the search tokenizer matches (stems,
+    folded case and diacritics, identifier parts, CJK n-grams); of overlapping matches the longest is marked
+    (``ERR_CONN_RESET`` whole, not its parts).
+
+    Example:
+        >>> highlight("Saw ERR_CONN_RESET", ("err", "errconnreset"))
+        'Saw <mark>ERR_CONN_RESET</mark>'
+    """
+    wanted = set(query_tokens)
+    spans = sorted((a, -b, b) for t, a, b in token_spans(text) if t in wanted) if wanted else []
     out, last = [], 0
-    for a, b, _ in spans:
+    for a, _, b in spans:
         if a < last:
             continue
         out.append(html.escape(text[last:a]))
@@ -132,37 +132,20 @@ def candidates_frame(ranking: Ranking, relevant: Mapping[int, str] | None = None
     return df
 
 
-def contributions(ranking: Ranking, cfg: RankConfig, vector_searched: bool = True,
-                  keyword_searched: bool = True) -> pd.DataFrame:
-    """Each kept hit's fused score split into its vector and text parts.
-
-    Each part is the configured fusion applied to that leg alone, with the other leg present but empty, which for
-    the weighted sum and RRF is exactly that leg's term of the fused score. Other fusions are not additive: empty.
+def contributions(ranking: Ranking) -> pd.DataFrame:
+    """Each kept hit's score split into its vector and text parts: each leg's term of the fused score
+    (``Hit.vector_part``, ``text_part``) scaled by the hit's decay factor, as its fused score is. Fusions that are not
+    a sum of leg terms (ranx methods) have no parts: empty.
     """
-    if cfg.fusion not in ("weighted", "rrf"):
-        return pd.DataFrame(columns=["citation", "leg", "contribution"])
-    fuse = get_fusion(cfg.fusion)
-    hits = ranking.candidates
-    weights = {"vector": cfg.vector_weight if vector_searched else 0.0,
-               "text": cfg.text_weight if keyword_searched else 0.0}
-    present = {"vector": any(h.vector_rank is not None for h in hits),
-               "text": any(h.text_rank is not None for h in hits)}
-    active = [leg for leg in ("vector", "text") if weights[leg] > 0 and present[leg]]
-
-    def leg(name: str, filled: bool) -> ScoredLeg:
-        members = [h for h in hits if getattr(h, f"{name}_rank") is not None] if filled else []
-        return ScoredLeg(name, weights[name], tuple(h.chunk_id for h in members),
-                         tuple(getattr(h, f"{name}_score") for h in members),
-                         tuple(getattr(h, f"{name}_rank") for h in members))
-
-    parts = {name: fuse([leg(o, o == name) for o in active], cfg.rrf_k) for name in active}
+    columns = ["citation", "label", "leg", "contribution"]
     rows = []
     for h in ranking.hits:
-        for name in ("vector", "text"):
-            part = parts.get(name, {}).get(h.chunk_id, 0.0) * h.decay_factor
+        if h.vector_part is None or h.text_part is None:
+            return pd.DataFrame(columns=columns)
+        for name, part in (("vector", h.vector_part), ("text", h.text_part)):
             rows.append({"citation": f"{h.position}. {h.citation}", "label": f"{h.position}. {_short(h.citation)}",
-                         "leg": name, "contribution": part})
-    return pd.DataFrame(rows)
+                         "leg": name, "contribution": part * h.decay_factor})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _short(citation: str, width: int = 28) -> str:
