@@ -87,7 +87,8 @@ def render(name: str, out: dict[str, Any]) -> str:
 
 
 def _client(ctx: Any) -> str:
-    """Who is calling, for the query log: the HTTP session id, else the connection."""
+    """Who is calling, for the query log: ``stdio`` (one client a process); over HTTP the session id, else the TCP
+    peer (stateless 2026-07-28 clients have no session; their connection is kept alive between calls)."""
     request = getattr(ctx, "request", None)
     headers = getattr(request, "headers", None)
     if headers is not None:
@@ -96,7 +97,7 @@ def _client(ctx: Any) -> str:
             return f"http:{sid[:12]}"
         client = getattr(request, "client", None)
         return f"http:{client.host}:{client.port}" if client else "http"
-    return f"stdio:{id(ctx.session) & 0xFFFFFF:06x}"
+    return "stdio"
 
 
 def call(service: MemoryService, name: str, arguments: dict[str, Any] | None, client: str,

@@ -249,7 +249,7 @@ def guarded(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> tup
 
 def _sentence(text: str) -> str:
     text = " ".join(text.split())
-    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+    return text + ("" if text.endswith((".", "!", "?")) else ".")
 
 
 __all__ = ["LOADING_REASON", "MemoryService", "guarded"]
