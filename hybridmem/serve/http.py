@@ -85,7 +85,7 @@ def build_app(server: Any, host: str, port: int, token: str | None) -> Any:
             origins += [f"http://{shown}:{port}", f"https://{shown}:{port}"]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                          allowed_origins=origins)
-    app = server.streamable_http_app(transport_security=security, host=host)
+    app = server.streamable_http_app(transport_security=security, host=host, json_response=True)
     return BearerAuth(app, token) if token else app
 
 
@@ -99,10 +99,15 @@ def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
 
-    async def main() -> None:
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
         sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+    async def main() -> None:
         if ready is not None:
             ready(sock.getsockname()[1])
         await userver.serve(sockets=[sock])
