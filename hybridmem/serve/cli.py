@@ -41,6 +41,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """Open the workspace once, then serve until the client disconnects (stdio) or until interrupted (HTTP)."""
     from hybridmem.serve.http import TOKEN_ENV, check_bind, parse_bind
 
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        from hybridmem.errors import HybridMemError
+
+        raise HybridMemError("the MCP SDK is not installed: pip install 'hybridmem[serve]'") from None
+
     token = args.token or os.environ.get(TOKEN_ENV) or None
     bind = None
     if args.http is not None:
