@@ -266,3 +266,35 @@ def test_concurrent_http_clients_while_files_change(ws: Path, http_server: HttpS
             return float("inf")
 
     assert asyncio.run(findable()) < 0.3 + 1.0
+
+
+def test_allow_write_adds_memory_write_and_the_flush_prompt(ws: Path) -> None:
+    async def main() -> None:
+        async with _stdio(ws) as ro:
+            assert "memory_write" not in {t.name for t in (await ro.list_tools()).tools}
+        async with _stdio(ws, "--allow-write") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["memory_write"].annotations.read_only_hint is False
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["memory_flush"]
+            flush = await client.get_prompt("memory_flush")
+            assert "memory_write" in flush.messages[0].content.text
+
+            r = await client.call_tool("memory_write", {"text": "The zeppelin hangar code is kumquat.",
+                                                        "file": "memory/projects/zeppelin.md"})
+            assert not r.is_error and r.structured_content == {
+                "path": "memory/projects/zeppelin.md", "start_line": 1, "end_line": 1, "bytes": 36, "indexed": True}
+            r = await client.call_tool("memory_search", {"query": "zeppelin hangar kumquat"})
+            assert r.structured_content["results"][0]["citation"] == "memory/projects/zeppelin.md#L1-L1"
+            r = await client.call_tool("memory_write", {"text": "second note", "file": "memory/projects/zeppelin.md"})
+            assert (r.structured_content["start_line"], r.structured_content["end_line"]) == (3, 3)
+            assert (ws / "memory/projects/zeppelin.md").read_text() == (
+                "The zeppelin hangar code is kumquat.\n\nsecond note\n")
+            for bad in ("../MEMORY.md", "/tmp/x.md", "memory/../../x.md", "memory/notes.txt"):
+                r = await client.call_tool("memory_write", {"text": "x", "file": bad})
+                assert r.is_error, bad
+            r = await client.call_tool("memory_write", {"text": "today's note"})
+            assert re.fullmatch(r"memory/\d{4}-\d{2}-\d{2}\.md", r.structured_content["path"])
+
+    asyncio.run(main())
+    assert not (ws.parent / "x.md").exists() and not Path("/tmp/x.md").exists()

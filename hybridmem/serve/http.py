@@ -103,6 +103,7 @@ def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any 
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections made before uvicorn accepts wait in the backlog
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
