@@ -285,7 +285,7 @@ def test_allow_write_adds_memory_write_and_the_flush_prompt(ws: Path) -> None:
             assert not r.is_error and r.structured_content == {
                 "path": "memory/projects/zeppelin.md", "start_line": 1, "end_line": 1, "bytes": 36, "indexed": True}
             r = await client.call_tool("memory_search", {"query": "zeppelin hangar kumquat"})
-            assert r.structured_content["results"][0]["citation"] == "memory/projects/zeppelin.md#L1-L1"
+            assert r.structured_content["results"][0]["citation"] == "memory/projects/zeppelin.md#L1"
             r = await client.call_tool("memory_write", {"text": "second note", "file": "memory/projects/zeppelin.md"})
             assert (r.structured_content["start_line"], r.structured_content["end_line"]) == (3, 3)
             assert (ws / "memory/projects/zeppelin.md").read_text() == (

@@ -156,9 +156,8 @@ class MemoryService:
         args = parse_args({"query": query, **kwargs}, SEARCH_ARGS)
         args.pop("query")
         cfg = self.settings.ranking.replace(**{k: args[k] for k in ("max_results", "min_score") if k in args})
-        record = self.log.search(client, query, args, ranking_hash(cfg),
-                                 [(f"{r['path']}#L{r['start_line']}-L{r['end_line']}", r["score"])
-                                  for r in out["results"]], ms)
+        hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
+        record = self.log.search(client, query, args, ranking_hash(cfg), hits, ms)
         out["search_id"] = record["id"]
         return out
 
