@@ -84,14 +84,10 @@ class ChunkingConfig:
 
     def __post_init__(self) -> None:
         _check(_is_int(self.tokens) and self.tokens >= 8, "chunking.tokens", self.tokens, "an integer >= 8")
-        _check(
-            _is_int(self.overlap) and 0 <= self.overlap < self.tokens,
-            "chunking.overlap", self.overlap, "an integer >= 0 and smaller than chunking.tokens",
-        )
-        _check(
-            _is_int(self.chars_per_token) and self.chars_per_token >= 1,
-            "chunking.chars_per_token", self.chars_per_token, "an integer >= 1",
-        )
+        _check(_is_int(self.overlap) and 0 <= self.overlap < self.tokens, "chunking.overlap", self.overlap,
+               "an integer >= 0 and smaller than chunking.tokens")
+        _check(_is_int(self.chars_per_token) and self.chars_per_token >= 1, "chunking.chars_per_token",
+               self.chars_per_token, "an integer >= 1")
 
     @property
     def max_chars(self) -> int:
@@ -129,10 +125,8 @@ class TokenizerConfig:
     def __post_init__(self) -> None:
         _check(self.cjk_ngram in (1, 2, 3), "tokenizer.cjk_ngram", self.cjk_ngram, "1, 2 or 3")
         _check_choice("tokenizer.query_mode", self.query_mode, QUERY_MODES)
-        _check(
-            _is_int(self.max_query_terms) and self.max_query_terms >= 1,
-            "tokenizer.max_query_terms", self.max_query_terms, "an integer >= 1",
-        )
+        _check(_is_int(self.max_query_terms) and self.max_query_terms >= 1, "tokenizer.max_query_terms",
+               self.max_query_terms, "an integer >= 1")
 
 
 @dataclass(frozen=True)
@@ -381,14 +375,20 @@ class StoreConfig:
 
 DEFAULT_STORE = StoreConfig()
 
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``hybridmem mcp``: the query log (``.hybridmem/query-log.jsonl``, see hybridmem/querylog.py) and HTTP defaults."""
+
+    query_log: bool = True  # log each memory_search and memory_get (queries redacted as transcripts are)
+    query_log_max_bytes: int = 4_000_000  # then rotated to query-log.1.jsonl (one old file kept)
+    http_host: str = "127.0.0.1"  # a non-loopback host is refused without a bearer token
+    http_port: int = 8765  # --http PORT overrides; the token comes from --token or HYBRIDMEM_MCP_TOKEN
+
+
 _SECTIONS = {
-    "chunking": ChunkingConfig,
-    "tokenizer": TokenizerConfig,
-    "embedding": EmbeddingConfig,
-    "ranking": RankConfig,
-    "sources": SourcesConfig,
-    "sync": SyncConfig,
-    "store": StoreConfig,
+    "chunking": ChunkingConfig, "tokenizer": TokenizerConfig, "embedding": EmbeddingConfig, "ranking": RankConfig,
+    "sources": SourcesConfig, "sync": SyncConfig, "store": StoreConfig, "serve": ServeConfig,
 }
 
 
@@ -403,6 +403,7 @@ class Settings:
     sources: SourcesConfig = field(default_factory=SourcesConfig)
     sync: SyncConfig = field(default_factory=SyncConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     def override(self, **sections: Mapping[str, Any] | Any) -> "Settings":
         """A copy with fields changed: ``override(ranking={"rrf_k": 30})`` or a whole section object."""

@@ -99,6 +99,16 @@ class MemoryIndex:
     def settings_hash(self) -> str:
         return self.syncer.settings_hash()
 
+    def reload_settings(self, settings: Settings) -> bool:
+        """Serve ``settings`` from the next call (a long-lived server's ``hybridmem.toml`` changed). Done in place
+        when they leave the index's content, the embedder and the store as they are (ranking, sync, sources, query
+        settings) and True returned; otherwise False and nothing changes: open a new index with them."""
+        if (settings.index_hash() != self.settings.index_hash() or settings.embedding != self.settings.embedding
+                or settings.store != self.settings.store):
+            return False
+        self.settings = self.syncer.settings = self.retriever.settings = settings
+        return True
+
     # -- sync ----------------------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
         """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.

@@ -21,13 +21,13 @@ LAYERS: list[set[str]] = [
     {"records", "tokenization", "background"},
     {"chunking", "sessions"},
     {"sources", "store", "embeddings"},
-    {"ranking", "retrieve", "reader"},
+    {"ranking", "retrieve", "reader", "querylog"},
     {"sync"},
     {"index"},
     {"fallback", "tools", "watch"},
-    {"eval"},
+    {"eval", "serve"},
     {"cli"},
-    {"eval.cli", "bench", "workbench"},
+    {"eval.cli", "serve.cli", "bench", "workbench"},
 ]
 LAYER = {c: i for i, layer in enumerate(LAYERS) for c in layer}
 
@@ -46,8 +46,8 @@ SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|DELETE\s+FROM
 
 def _component(module: str) -> str:
     parts = module.split(".")
-    if parts[:3] == ["hybridmem", "eval", "cli"]:
-        return "eval.cli"
+    if parts[:3] in (["hybridmem", "eval", "cli"], ["hybridmem", "serve", "cli"]):
+        return f"{parts[1]}.cli"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

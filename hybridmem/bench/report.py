@@ -99,6 +99,18 @@ ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
     ("100-config sweep after retrieval, CPU time", "sweep100_cpu_s", "", None, "s", "< 10 s", lambda v: v < 10),
     ("100-config sweep after retrieval", "sweep100_s", "re-running search per config", "sweep_research_s_estimated",
      "s", "< 10 s", lambda v: v < 10),
+    ("one-shot `hybridmem search` wall (fresh process)", "serving_cli_oneshot_s", "in-process search (s)",
+     "serving_inproc_p50_s", "s", "<= 1.5 s", lambda v: v <= 1.5),
+    ("MCP: spawn to first memory_search answer (stdio)", "serving_mcp_first_answer_s", "first answer using the model",
+     "serving_mcp_first_full_s", "s", "<= 2 s", lambda v: v <= 2),
+    ("MCP warm round trip p50, stdio", "serving_stdio_p50_ms", "in-process search", "serving_inproc_p50_ms", "ms", "",
+     None),
+    ("MCP warm round trip p95, stdio", "serving_stdio_p95_ms", "in-process search", "serving_inproc_p95_ms", "ms", "",
+     None),
+    ("MCP warm round trip p50, HTTP", "serving_http_p50_ms", "in-process search", "serving_inproc_p50_ms", "ms", "",
+     None),
+    ("MCP warm round trip p95, HTTP", "serving_http_p95_ms", "in-process search", "serving_inproc_p95_ms", "ms", "",
+     None),
 )
 
 

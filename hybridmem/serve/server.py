@@ -1,0 +1,183 @@
+"""The MCP server: ``memory_search``, ``memory_get``, ``memory_status`` (and ``memory_write`` plus the
+``memory_flush`` prompt with ``--allow-write``) on the official ``mcp`` SDK's low-level ``Server`` (SDK major 2).
+
+The low-level server is used rather than ``MCPServer`` because the tools' input schemas already exist, written once in
+:mod:`hybridmem.tools` (``from`` is an argument name Python cannot take as a parameter), and so that every result is
+built here: structured content matching the output schema, a short text rendering for hosts that only read text, and
+``is_error`` with one sentence for bad arguments. Calls run on worker threads, so a slow one never stalls the others.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+
+from hybridmem.config import DEFAULT_RANKING
+from hybridmem.serve.service import MemoryService, guarded
+from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
+                                   WRITE_DESCRIPTION, append_note)
+from hybridmem.tools import GET_ARGS, SEARCH_ARGS, build_schema, parse_args
+
+SERVER_NAME = "hybridmem"
+SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
+               "decisions, dates, people, preferences or todos. Returns snippets with path#line citations.")
+GET_TEXT = "Read lines of a memory file, usually around a memory_search hit (path relative to the memory root)."
+STATUS_TEXT = "Index status: files, chunks, embedding model, last sync, whether a sync is running."
+
+_HIT = {"type": "object", "properties": {
+    "citation": {"type": "string"}, "path": {"type": "string"}, "start_line": {"type": "integer"},
+    "end_line": {"type": "integer"}, "score": {"type": "number"}, "snippet": {"type": "string"},
+    "source": {"type": "string"}}, "required": ["path", "start_line", "end_line", "score", "snippet"]}
+SEARCH_OUTPUT = {"type": "object", "properties": {
+    "query": {"type": "string"}, "results": {"type": "array", "items": _HIT}, "search_id": {"type": "string"},
+    "provider": {"type": "string"}, "model": {"type": "string"}, "fallback": {"type": "boolean"},
+    "fallback_reason": {"type": ["string", "null"]}}, "required": ["query", "results"]}
+GET_OUTPUT = {"type": "object", "properties": {
+    "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},
+    "total_lines": {"type": "integer"}, "text": {"type": "string"}}, "required": ["path", "from", "lines", "text"]}
+STATUS_OUTPUT = {"type": "object", "properties": {
+    "files": {"type": "integer"}, "chunks": {"type": "integer"}, "provider": {"type": "string"},
+    "model": {"type": "string"}, "model_loaded": {"type": "boolean"}, "last_sync": {"type": ["string", "null"]},
+    "sync_running": {"type": "boolean"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
+WRITE_OUTPUT = {"type": "object", "properties": {
+    "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
+    "indexed": {"type": "boolean"}}, "required": ["path", "start_line", "end_line"]}
+
+
+def tool_list(service: MemoryService, allow_write: bool) -> list[types.Tool]:
+    """The served tools; the search schema's defaults are the served ranking's."""
+    ranking = getattr(service.settings, "ranking", DEFAULT_RANKING)
+    defaults = {"max_results": ranking.max_results, "min_score": ranking.min_score}
+    read = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False,
+                                 open_world_hint=False)
+    tools = [
+        types.Tool(name="memory_search", description=SEARCH_TEXT, input_schema=build_schema(SEARCH_ARGS, defaults),
+                   output_schema=SEARCH_OUTPUT, annotations=read),
+        types.Tool(name="memory_get", description=GET_TEXT, input_schema=build_schema(GET_ARGS),
+                   output_schema=GET_OUTPUT, annotations=read),
+        types.Tool(name="memory_status", description=STATUS_TEXT, input_schema=build_schema(()),
+                   output_schema=STATUS_OUTPUT, annotations=read),
+    ]
+    if allow_write:
+        tools.append(types.Tool(
+            name="memory_write", description=WRITE_DESCRIPTION, input_schema=build_schema(WRITE_ARGS),
+            output_schema=WRITE_OUTPUT, annotations=types.ToolAnnotations(
+                read_only_hint=False, idempotent_hint=False, destructive_hint=False, open_world_hint=False)))
+    return tools
+
+
+def render(name: str, out: dict[str, Any]) -> str:
+    """The text rendering of a result (what a host that ignores structured content shows the model)."""
+    if name == "memory_search":
+        if not out["results"]:
+            return "No matching memories."
+        parts = [f"{r.get('citation', r['path'])} (score {r['score']:.2f})\n{r['snippet']}" for r in out["results"]]
+        if out.get("fallback_reason"):
+            parts.append(f"(note: {out['fallback_reason']})")
+        return "\n\n".join(parts)
+    if name == "memory_get":
+        return out["text"]
+    if name == "memory_write":
+        return f"Saved to {out['path']}#L{out['start_line']}-L{out['end_line']}."
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _client(ctx: Any) -> str:
+    """Who is calling, for the query log: ``stdio`` (one client a process); over HTTP the session id, else the TCP
+    peer (stateless 2026-07-28 clients have no session; their connection is kept alive between calls)."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    if headers is not None:
+        sid = headers.get("mcp-session-id")
+        if sid:
+            return f"http:{sid[:12]}"
+        client = getattr(request, "client", None)
+        return f"http:{client.host}:{client.port}" if client else "http"
+    return "stdio"
+
+
+def call(service: MemoryService, name: str, arguments: dict[str, Any] | None, client: str,
+         allow_write: bool = False) -> tuple[dict[str, Any], str | None]:
+    """Run one tool: ``(structured result, None)`` or ``({}, one-sentence error)``."""
+    args = dict(arguments or {})
+    if name == "memory_search":
+        return guarded(lambda: service.search(client=client, **_checked(args, SEARCH_ARGS, "query")))
+    if name == "memory_get":
+        return guarded(lambda: _get(service, client, args))
+    if name == "memory_status":
+        return guarded(lambda: (parse_args(args, ()), service.status())[1])
+    if name == "memory_write" and allow_write:
+        return guarded(lambda: _write(service, args))
+    return {}, f"Unknown tool {name!r}."
+
+
+def _checked(args: dict[str, Any], spec: Any, first: str) -> dict[str, Any]:
+    checked = parse_args(args, spec)
+    return {first: checked.pop(first), **checked}
+
+
+def _get(service: MemoryService, client: str, args: dict[str, Any]) -> dict[str, Any]:
+    a = parse_args(args, GET_ARGS)
+    out = service.get(a.pop("path"), client=client, **a)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _write(service: MemoryService, args: dict[str, Any]) -> dict[str, Any]:
+    a = parse_args(args, WRITE_ARGS)
+    out = append_note(service.workspace, a["text"], a.get("file"))
+    service.index.sync()  # findable when the call returns (the watcher would also catch it after the debounce)
+    return {**out, "indexed": True}
+
+
+def build_server(service: MemoryService, allow_write: bool = False) -> Server[Any]:
+    """The MCP ``Server`` over ``service``."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_list(service, allow_write))
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        client = _client(ctx)
+        out, error = await anyio.to_thread.run_sync(call, service, params.name, params.arguments, client,
+                                                    allow_write)
+        if error is not None:
+            return types.CallToolResult(content=[types.TextContent(text=error)], is_error=True)
+        return types.CallToolResult(content=[types.TextContent(text=render(params.name, out))],
+                                    structured_content=out)
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[types.Prompt(name=FLUSH_PROMPT_NAME,
+                                                             description=FLUSH_PROMPT_DESCRIPTION)])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != FLUSH_PROMPT_NAME:
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
+        return types.GetPromptResult(description=FLUSH_PROMPT_DESCRIPTION, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(text=FLUSH_PROMPT))])
+
+    prompts: dict[str, Any] = {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt} if allow_write else {}
+    return Server(SERVER_NAME, version=_version(), instructions=SEARCH_TEXT, on_list_tools=list_tools,
+                  on_call_tool=call_tool, **prompts)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hybridmem")
+    except Exception:  # noqa: BLE001 - a source checkout has no installed metadata
+        return "0"
+
+
+async def serve_stdio(service: MemoryService, allow_write: bool = False) -> None:
+    """Serve over stdin/stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(service, allow_write)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

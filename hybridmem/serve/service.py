@@ -1,0 +1,254 @@
+"""The long-lived memory service behind ``hybridmem mcp``: one index, kept in sync, serving tool calls.
+
+:class:`MemoryService` owns one :class:`~hybridmem.index.MemoryIndex` for the life of the server (the model and the
+in-memory copies load once), a :class:`~hybridmem.watch.Watcher` that syncs it after file changes settle, and the
+query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one implementation of the handlers).
+
+* Searches never wait for a sync: the watcher syncs on its own thread and the served settings have
+  ``sync.sync_on_search`` off (a search would otherwise take the facade's sync lock when the index is dirty). The
+  store's write transactions are short (embedding happens outside them) and readers never see one half done.
+* ``hybridmem.toml`` is checked (mtime and size) before every call; a change takes effect on that call. Settings that
+  change what the index holds open a new index with them and sync it in the background.
+* Until the embedding model has loaded (it starts loading at once, in the background), searches run keyword-only and
+  say so (``fallback_reason``), so the first answer does not wait for torch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from hybridmem.config import Settings, load_settings
+from hybridmem.errors import ConfigError, HybridMemError
+from hybridmem.index import MemoryIndex
+from hybridmem.querylog import QueryLog, log_path, ranking_hash
+from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
+
+LOADING_REASON = "the embedding model is still loading: keyword-only"
+
+
+class MemoryService:
+    """Serve one workspace.
+
+    Args:
+        workspace: the memory workspace.
+        config: settings TOML (default ``<workspace>/hybridmem.toml``); watched for changes.
+        index_path: the index file (default ``<workspace>/.hybridmem/index.sqlite``).
+        keyword_only: no embeddings at all.
+        watch: keep the index in sync with a file watcher.
+        debounce_s: the watcher's quiet time (default ``sync.watch_debounce_s``).
+        preload: load the embedding model in the background at once.
+    """
+
+    def __init__(self, workspace: str | Path, config: str | Path | None = None, index_path: str | Path | None = None,
+                 keyword_only: bool = False, watch: bool = True, debounce_s: float | None = None,
+                 preload: bool = True) -> None:
+        self.workspace = Path(workspace).absolute()
+        self.config_path = Path(config) if config else self.workspace / "hybridmem.toml"
+        self._explicit_config = config is not None
+        self.keyword_only = keyword_only
+        self.index_path = index_path
+        self.debounce_s = debounce_s
+        self.watch = watch
+        self.settings_error: str | None = None
+        self._config_stamp = self._stamp()
+        self._lock = threading.Lock()
+        self._retired: list[MemoryIndex] = []
+        self._model_ready = threading.Event()
+        self.index = self._open(self._load())
+        self.index.sync()
+        self.log = self._make_log(self.index.settings)
+        self.watcher = self._start_watcher(self.index)
+        self.tools = MemoryTools(_Backend(self), citations="on")
+        if preload:
+            threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model", daemon=True).start()
+        else:
+            self._model_ready.set()
+
+    # -- settings ------------------------------------------------------------------------------------------------
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.config_path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _load(self) -> Settings:
+        settings = load_settings(self.config_path if self._explicit_config else None, workspace=self.workspace)
+        overrides: dict[str, Any] = {"sync": {"sync_on_search": False}}  # the watcher syncs; searches never wait
+        if self.keyword_only:
+            overrides["embedding"] = {"provider": "none"}
+        return settings.override(**overrides)
+
+    def _open(self, settings: Settings) -> MemoryIndex:
+        return MemoryIndex(self.workspace, index_path=self.index_path, settings=settings)
+
+    def _make_log(self, settings: Settings) -> QueryLog:
+        return QueryLog(log_path(self.workspace), settings.serve.query_log_max_bytes, settings.sources,
+                        enabled=settings.serve.query_log)
+
+    def _start_watcher(self, index: MemoryIndex) -> Any:
+        if not self.watch:
+            return None
+        from hybridmem.watch import Watcher
+
+        return Watcher(index, debounce_s=self.debounce_s).start()
+
+    def _load_model(self, index: MemoryIndex) -> None:
+        try:
+            _ = index.embedder
+        finally:
+            self._model_ready.set()
+
+    def refresh(self) -> None:
+        """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
+        served settings as they are and is reported in ``memory_status``."""
+        stamp = self._stamp()
+        if stamp == self._config_stamp:
+            return
+        with self._lock:
+            if stamp == self._config_stamp:
+                return
+            self._config_stamp = stamp
+            try:
+                settings = self._load()
+            except ConfigError as exc:
+                self.settings_error = f"{self.config_path.name} not applied: {exc}"
+                return
+            self.settings_error = None
+            self.log = self._make_log(settings)
+            if self.index.reload_settings(settings):
+                return
+            old, old_watcher = self.index, self.watcher
+            new = self._open(settings)
+            self._model_ready.clear()
+            threading.Thread(target=self._replace, args=(old, old_watcher, new), daemon=True).start()
+
+    def _replace(self, old: MemoryIndex, old_watcher: Any, new: MemoryIndex) -> None:
+        """Sync an index opened with new content settings, then serve it (searches use the old one meanwhile)."""
+        try:
+            new.sync()
+        except Exception as exc:  # noqa: BLE001 - keep serving the old index and say why
+            self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
+            new.close()
+            self._model_ready.set()
+            return
+        if old_watcher is not None:
+            old_watcher.stop()
+        self.index = new
+        self.watcher = self._start_watcher(new)
+        self._retired.append(old)  # closed at shutdown: a search may still be running on it
+        self._load_model(new)
+
+    # -- calls ---------------------------------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        return self.index.settings
+
+    def search(self, query: str, client: str = "local", **kwargs: Any) -> dict[str, Any]:
+        """``memory_search`` with raw arguments; raises HybridMemError on a bad one. Logged."""
+        self.refresh()
+        t0 = time.perf_counter()
+        out = self.tools.memory_search({"query": query, **kwargs})
+        ms = (time.perf_counter() - t0) * 1000
+        args = parse_args({"query": query, **kwargs}, SEARCH_ARGS)
+        args.pop("query")
+        cfg = self.settings.ranking.replace(**{k: args[k] for k in ("max_results", "min_score") if k in args})
+        hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
+        record = self.log.search(client, query, args, ranking_hash(cfg), hits, ms)
+        out["search_id"] = record["id"]
+        return out
+
+    def get(self, path: str, client: str = "local", **kwargs: Any) -> dict[str, Any]:
+        """``memory_get`` with raw arguments; raises HybridMemError on a bad one (an escape included). Logged."""
+        self.refresh()
+        out = self.tools.memory_get({"path": path, **kwargs})
+        args = parse_args({"path": path, **kwargs}, GET_ARGS)
+        self.log.get(client, out.get("path", path), args.get("from"), args.get("lines"))
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """``memory_status``: files, chunks, model, last sync, whether a sync is running."""
+        self.refresh()
+        s = self.index.status()
+        watcher = self.watcher
+        return {
+            "workspace": s["workspace"], "files": s.get("files", 0), "chunks": s.get("chunks", 0),
+            "provider": s["provider"], "model": s["model"], "model_loaded": self._model_ready.is_set(),
+            "last_sync": _iso(s["last_sync"]), "sync_running": bool(watcher and watcher.coordinator.busy),
+            "dirty": s["dirty"], "watching": watcher is not None, "settings_hash": s["settings_hash"],
+            "ranking_hash": ranking_hash(self.settings.ranking), "query_log": str(self.log.path)
+            if self.log.enabled else None, "settings_error": self.settings_error,
+        }
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        for idx in (*self._retired, self.index):
+            idx.close()
+
+    def __enter__(self) -> "MemoryService":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Backend:
+    """What :class:`MemoryTools` searches: the service's current index, keyword-only while the model loads."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
+
+    @property
+    def settings(self) -> Settings:
+        return self._service.index.settings
+
+    def search(self, query: str, **kwargs: Any) -> Any:
+        svc = self._service
+        index = svc.index
+        if not svc._model_ready.is_set() and index.settings.ranking.vector_weight > 0:
+            resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
+            return _Loading(resp)
+        return index.search(query, **kwargs)
+
+    def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
+        return self._service.index.get(path, from_line=from_line, lines=lines)
+
+
+class _Loading:
+    """A keyword-only response given while the model loads, marked as a fallback."""
+
+    def __init__(self, resp: Any) -> None:
+        self._resp = resp
+
+    def to_dict(self, citations: bool = True) -> dict[str, Any]:
+        out = self._resp.to_dict(citations=citations)
+        out["fallback"], out["fallback_reason"] = True, LOADING_REASON
+        return out
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def guarded(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> tuple[dict[str, Any], str | None]:
+    """``(result, None)`` or ``({}, one-sentence error)``: nothing a tool call does raises past here."""
+    try:
+        return fn(*args, **kwargs), None
+    except HybridMemError as exc:
+        return {}, _sentence(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a tool call never raises into the transport
+        return {}, _sentence(f"memory is unavailable: {type(exc).__name__}: {exc}")
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split())
+    return text + ("" if text.endswith((".", "!", "?")) else ".")
+
+
+__all__ = ["LOADING_REASON", "MemoryService", "guarded"]

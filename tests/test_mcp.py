@@ -1,0 +1,300 @@
+"""``hybridmem mcp``: the real server as a subprocess, driven by the ``mcp`` SDK's own client over stdio and over
+Streamable HTTP, on a keyword-only copy of the demo workspace (the model is not the point here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+pytest.importorskip("mcp")
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+from hybridmem.config import Settings  # noqa: E402
+from hybridmem.index import MemoryIndex  # noqa: E402
+from hybridmem.querylog import log_path, read_log  # noqa: E402
+from hybridmem.serve.service import MemoryService  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "datasets" / "demo-memory" / "workspace"
+LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"
+ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+FILE = "memory/2026-10-02.md"
+
+
+def _workspace(tmp: Path) -> Path:
+    ws = tmp / "ws"
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".hybridmem"))
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        idx.sync()
+    return ws
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    return _workspace(tmp_path)
+
+
+def _args(ws: Path, *extra: str) -> list[str]:
+    return ["-c", LAUNCH, "mcp", str(ws), "--keyword-only", "--debounce", "0.3", *extra]
+
+
+def _stdio(ws: Path, *extra: str) -> Client:
+    return Client(StdioServerParameters(command=sys.executable, args=_args(ws, *extra), env=ENV))
+
+
+class HttpServer:
+    """``hybridmem mcp --http 127.0.0.1:0`` in a subprocess; ``url`` once it listens."""
+
+    def __init__(self, ws: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([sys.executable, *_args(ws, "--http", "127.0.0.1:0", *extra)],
+                                     env={**ENV, **(env or {})}, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"http://([\d.]+):(\d+)/mcp", line)
+        assert m, f"server did not start: {line}{self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.port = int(m.group(2))
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+@pytest.fixture()
+def http_server(ws: Path):
+    server = HttpServer(ws)
+    yield server
+    server.close()
+
+
+async def _session_checks(client: Client, ws: Path) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"memory_search", "memory_get", "memory_status"}
+    for t in tools.values():
+        assert t.annotations.read_only_hint is True and t.annotations.idempotent_hint is True
+        assert t.output_schema["type"] == "object" and len(t.description) < 250
+    assert set(tools["memory_search"].input_schema["properties"]) == {
+        "query", "max_results", "min_score", "source", "session", "path_prefix"}
+    assert set(tools["memory_get"].input_schema["properties"]) == {"path", "from", "lines"}
+
+    r = await client.call_tool("memory_search", {"query": "retry backoff payment_processor", "max_results": 3})
+    assert not r.is_error
+    hits = r.structured_content["results"]
+    assert hits[0]["citation"] == f"{FILE}#L1-L26" and len(hits) <= 3
+    assert r.content[0].text.startswith(f"{FILE}#L1-L26 (score 1.00)")
+
+    r = await client.call_tool("memory_get", {"path": FILE, "from": 3, "lines": 2})
+    assert not r.is_error
+    lines = (ws / FILE).read_text(encoding="utf-8").splitlines()
+    assert r.structured_content["text"] == "\n".join(lines[2:4]) == r.content[0].text
+    assert r.structured_content["from"] == 3 and r.structured_content["lines"] == 2
+
+    for bad, expected in [
+        (("memory_get", {"path": "../../etc/passwd"}), "path escapes the memory root: '../../etc/passwd'."),
+        (("memory_get", {"path": "/etc/passwd"}), "absolute paths are refused"),
+        (("memory_search", {"query": "x", "max_results": "many"}), "max_results must be an integer, got 'many'."),
+        (("memory_search", {"query": "x", "source": "web"}), "source must be one of 'memory', 'sessions'"),
+        (("memory_search", {}), "query must be a string."),
+        (("memory_search", {"query": "x", "colour": 1}), "unknown argument(s): colour"),
+        (("memory_nope", {}), "Unknown tool 'memory_nope'."),
+    ]:
+        r = await client.call_tool(*bad)
+        assert r.is_error, bad
+        assert expected in r.content[0].text, (bad, r.content[0].text)
+        assert r.content[0].text.count(". ") == 0 or "e.g." in r.content[0].text  # one sentence
+
+    r = await client.call_tool("memory_status", {})
+    st = r.structured_content
+    assert (st["files"], st["chunks"], st["sync_running"], st["provider"]) == (46, 65, False, "none")
+
+
+def test_stdio_session(ws: Path) -> None:
+    async def main() -> None:
+        async with _stdio(ws) as client:
+            await _session_checks(client, ws)
+
+    asyncio.run(main())
+
+
+def test_http_session(ws: Path, http_server: HttpServer) -> None:
+    async def main() -> None:
+        async with Client(http_server.url) as client:
+            await _session_checks(client, ws)
+
+    asyncio.run(main())
+
+
+def test_http_checks_origin_and_host(http_server: HttpServer) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    evil = httpx.post(http_server.url, json=body, headers={**headers, "origin": "http://evil.example"})
+    assert evil.status_code == 403
+    rebinding = httpx.post(http_server.url, json=body, headers={**headers, "host": f"evil.example:{http_server.port}"})
+    assert rebinding.status_code == 421
+    local = httpx.post(http_server.url, json=body, headers={**headers, "origin": f"http://localhost:{http_server.port}"})
+    assert local.status_code not in (403, 421)
+
+
+def test_non_loopback_bind_without_token_is_refused(ws: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", LAUNCH, "mcp", str(ws), "--keyword-only", "--http", "0.0.0.0:0"],
+                          env=ENV, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "refusing to serve memory on 0.0.0.0 without a bearer token" in proc.stderr
+
+
+def test_token_is_required_when_set(ws: Path) -> None:
+    server = HttpServer(ws, "--token", "s3cret-token")
+    try:
+        r = httpx.post(server.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert r.status_code == 401
+
+        async def main() -> None:
+            auth = httpx.AsyncClient(headers={"authorization": "Bearer s3cret-token"})
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with auth, Client(streamable_http_client(server.url, http_client=auth)) as client:
+                r = await client.call_tool("memory_search", {"query": "retry backoff"})
+                assert not r.is_error and r.structured_content["results"]
+
+        asyncio.run(main())
+    finally:
+        server.close()
+
+
+def test_log_records_searches_and_the_get_that_followed(ws: Path) -> None:
+    async def main() -> None:
+        async with _stdio(ws) as client:
+            await client.call_tool("memory_search", {"query": "tokyo design review", "max_results": 2})
+            r = await client.call_tool("memory_search", {"query": "retry backoff with api key "
+                                                         "sk-proj-AbCdEf0123456789AbCdEf0123456789AbCdEf01"})
+            first = r.structured_content["results"][0]
+            await client.call_tool("memory_get", {"path": first["path"], "from": 1, "lines": 5})
+
+    asyncio.run(main())
+    records = read_log(log_path(ws))
+    assert [r["type"] for r in records] == ["search", "search", "get"]
+    s1, s2, get = records
+    assert s1["query"] == "tokyo design review" and s1["args"] == {"max_results": 2}
+    assert "sk-proj-AbCdEf0123456789" not in json.dumps(records) and s2["query"].startswith("retry backoff with")
+    assert s2["results"][0]["citation"].startswith(get["path"] + "#L")
+    assert (get["after"], get["rank"], get["from"], get["lines"]) == (s2["id"], 1, 1, 5)
+    assert s1["client"] == s2["client"] == get["client"] and len(s1["ranking_hash"]) == 16
+
+
+def test_settings_change_applies_on_the_next_call(ws: Path) -> None:
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        assert len(svc.search("payment retry")["results"]) == 6
+        (ws / "hybridmem.toml").write_text("[ranking]\nmax_results = 2\n", encoding="utf-8")
+        assert len(svc.search("payment retry")["results"]) == 2
+        (ws / "hybridmem.toml").write_text("[ranking\nbroken", encoding="utf-8")
+        assert len(svc.search("payment retry")["results"]) == 2  # the last good settings keep serving
+        assert "hybridmem.toml not applied" in svc.status()["settings_error"]
+
+
+def test_search_does_not_wait_for_a_running_sync(ws: Path) -> None:
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        gate = threading.Event()
+        real = svc.index.syncer.sync
+
+        def slow_sync(*a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+            gate.wait(10)
+            return real(*a, **k)
+
+        svc.index.syncer.sync = slow_sync
+        svc.index.dirty = True
+        t = threading.Thread(target=svc.index.sync)
+        t.start()
+        time.sleep(0.1)
+        t0 = time.perf_counter()
+        assert svc.search("retry backoff")["results"]
+        assert time.perf_counter() - t0 < 2.0
+        gate.set()
+        t.join()
+
+
+@pytest.mark.slow
+def test_concurrent_http_clients_while_files_change(ws: Path, http_server: HttpServer) -> None:
+    """8 clients x 50 searches over HTTP while another process edits memory files; then a fresh edit is findable
+    within the debounce (0.3 s) plus one second."""
+    stop = threading.Event()
+    editor = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, pathlib\n"
+        "p = pathlib.Path(sys.argv[1]) / 'memory' / 'churn.md'\n"
+        "i = 0\n"
+        "while not pathlib.Path(sys.argv[2]).exists():\n"
+        "    p.write_text(f'# churn\\n\\nedit number {i} about payment retries\\n'); i += 1; time.sleep(0.05)\n"
+    ), str(ws), str(ws / ".stop")])
+
+    async def client(n: int) -> int:
+        async with Client(http_server.url) as c:
+            errors = 0
+            for i in range(50):
+                r = await c.call_tool("memory_search", {"query": f"payment retry {i % 7}", "max_results": 3})
+                errors += r.is_error or not r.structured_content["results"]
+            return errors
+
+    async def main() -> list[int]:
+        return await asyncio.gather(*(client(n) for n in range(8)))
+
+    try:
+        assert asyncio.run(main()) == [0] * 8
+    finally:
+        (ws / ".stop").write_text("")
+        editor.wait(timeout=20)
+        stop.set()
+
+    async def findable() -> float:
+        async with Client(http_server.url) as c:
+            (ws / "memory" / "fresh.md").write_text("# fresh\n\nThe zeppelin hangar code is kumquat.\n")
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 5:
+                r = await c.call_tool("memory_search", {"query": "zeppelin kumquat"})
+                if any(h["path"] == "memory/fresh.md" for h in r.structured_content["results"]):
+                    return time.perf_counter() - t0
+                await asyncio.sleep(0.05)
+            return float("inf")
+
+    assert asyncio.run(findable()) < 0.3 + 1.0
+
+
+def test_allow_write_adds_memory_write_and_the_flush_prompt(ws: Path) -> None:
+    async def main() -> None:
+        async with _stdio(ws) as ro:
+            assert "memory_write" not in {t.name for t in (await ro.list_tools()).tools}
+        async with _stdio(ws, "--allow-write") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["memory_write"].annotations.read_only_hint is False
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["memory_flush"]
+            flush = await client.get_prompt("memory_flush")
+            assert "memory_write" in flush.messages[0].content.text
+
+            r = await client.call_tool("memory_write", {"text": "The zeppelin hangar code is kumquat.",
+                                                        "file": "memory/projects/zeppelin.md"})
+            assert not r.is_error and r.structured_content == {
+                "path": "memory/projects/zeppelin.md", "start_line": 1, "end_line": 1, "bytes": 36, "indexed": True}
+            r = await client.call_tool("memory_search", {"query": "zeppelin hangar kumquat"})
+            assert r.structured_content["results"][0]["citation"] == "memory/projects/zeppelin.md#L1"
+            r = await client.call_tool("memory_write", {"text": "second note", "file": "memory/projects/zeppelin.md"})
+            assert (r.structured_content["start_line"], r.structured_content["end_line"]) == (3, 3)
+            assert (ws / "memory/projects/zeppelin.md").read_text() == (
+                "The zeppelin hangar code is kumquat.\n\nsecond note\n")
+            for bad in ("../MEMORY.md", "/tmp/x.md", "memory/../../x.md", "memory/notes.txt"):
+                r = await client.call_tool("memory_write", {"text": "x", "file": bad})
+                assert r.is_error, bad
+            r = await client.call_tool("memory_write", {"text": "today's note"})
+            assert re.fullmatch(r"memory/\d{4}-\d{2}-\d{2}\.md", r.structured_content["path"])
+
+    asyncio.run(main())
+    assert not (ws.parent / "x.md").exists() and not Path("/tmp/x.md").exists()
