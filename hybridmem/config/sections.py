@@ -1,0 +1,195 @@
+"""The settings sections other than ranking: chunking, tokenizer, embedding, sources, sync, store, serve."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hybridmem.config.base import (
+    DEFAULT_BATCH_SIZE, DEFAULT_MODEL, DEFAULT_PROVIDER, INDEX_DIRNAME, PROVIDERS, QUERY_MODES, QUERY_RUNTIMES,
+    VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
+)
+from hybridmem.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """Line-based chunking, sizes in estimated tokens (``chars_per_token`` chars each)."""
+
+    tokens: int = 400
+    overlap: int = 80
+    chars_per_token: int = 4
+
+    def __post_init__(self) -> None:
+        _check(_is_int(self.tokens) and self.tokens >= 8, "chunking.tokens", self.tokens, "an integer >= 8")
+        _check(_is_int(self.overlap) and 0 <= self.overlap < self.tokens, "chunking.overlap", self.overlap,
+               "an integer >= 0 and smaller than chunking.tokens")
+        _check(_is_int(self.chars_per_token) and self.chars_per_token >= 1, "chunking.chars_per_token",
+               self.chars_per_token, "an integer >= 1")
+
+    @property
+    def max_chars(self) -> int:
+        return self.tokens * self.chars_per_token
+
+    @property
+    def overlap_chars(self) -> int:
+        return self.overlap * self.chars_per_token
+
+
+# Document corpora (BEIR) are judged per document, so evaluations index them one chunk per document where it fits:
+# 800 tokens (3200 chars) holds 99% of SciFact's abstracts. Chosen on SciFact TRAIN: 0.7324 nDCG@10 against 0.7300
+# with 400-token chunks (default ranking, min score 0, depth 100), 0.7290 against 0.7204 at depth 10.
+DOCUMENT_CHUNKING = ChunkingConfig(tokens=800, overlap=80)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """The one tokenizer used for indexing, querying and MMR's Jaccard similarity."""
+
+    stem: bool = True  # English Snowball stemming of Latin-script words (SciFact: porter 0.682 vs none 0.668 nDCG@10)
+    fold_diacritics: bool = True  # "thanh toan" finds "thanh toán", as FTS5 unicode61 does by default
+    cjk_ngram: int = 2  # character n-grams for Han, Kana, Hangul and Thai runs
+    split_identifiers: bool = True  # payment_processor -> paymentprocessor, payment, processor
+    query_mode: str = "or"  # "and" scored nDCG@10 0.018 on SciFact natural-language queries; "or" 0.682
+    query_stopwords: bool = True  # drop English stopwords from the query (same nDCG, about 2.5x faster)
+    # Distinct terms a query keeps. 64 cut paragraph-length queries short: SciFact abstracts as queries for their
+    # titles (first 300 of 5,183) scored nDCG@10 0.872 at 64, 0.892 at 128, 0.896 at 256.
+    max_query_terms: int = 256
+    # A term occurring n times in the query is searched 1 + floor(log2(n)) times (see tokenization.query_terms).
+    query_term_frequency: bool = True
+    # Index a word's accented form beside its folded one; a query with diacritics searches the accented form only
+    # (XQuAD-R vi nDCG@10 0.875 against 0.865), one without finds both. Needs fold_diacritics.
+    keep_accented: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self.cjk_ngram in (1, 2, 3), "tokenizer.cjk_ngram", self.cjk_ngram, "1, 2 or 3")
+        _check_choice("tokenizer.query_mode", self.query_mode, QUERY_MODES)
+        _check(_is_int(self.max_query_terms) and self.max_query_terms >= 1, "tokenizer.max_query_terms",
+               self.max_query_terms, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """Which embedding provider and model to use. ``provider='none'`` runs keyword-only."""
+
+    provider: str = DEFAULT_PROVIDER
+    model: str = DEFAULT_MODEL
+    batch_size: int = DEFAULT_BATCH_SIZE
+    base_url: str = ""  # remote providers (OpenAI-compatible servers such as Ollama, LM Studio, vLLM)
+    api_key_env: str = ""  # name of the environment variable holding the key; the key itself is never stored
+    dims: int = 0  # 0 = ask the model
+    timeout_s: float = 30.0
+    max_retries: int = 4
+    max_batch_chars: int = 200_000
+    fallback: tuple[str, ...] = ()  # providers tried after the primary when provider='auto'
+    # How the local provider embeds one query. "onnx": the model exported to ONNX Runtime (built in the background from
+    # a process's second query, checked against torch within 1e-6 a component; 9.0 ms a query against eager torch's
+    # 15.2 in `hybridmem bench`, README, Benchmarks); "torch": the eager model, bit for bit what
+    # SentenceTransformer.encode gives. Documents always go through encode.
+    query_runtime: str = "onnx"
+
+    def __post_init__(self) -> None:
+        _check_choice("embedding.provider", self.provider, PROVIDERS)
+        _check_choice("embedding.query_runtime", self.query_runtime, QUERY_RUNTIMES)
+        _check(isinstance(self.model, str) and self.model != "", "embedding.model", self.model, "a model name or path")
+        _check(_is_int(self.batch_size) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
+        _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
+        _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")
+        _check(self.max_retries >= 0, "embedding.max_retries", self.max_retries, ">= 0")
+        for p in self.fallback:
+            _check_choice("embedding.fallback", p, PROVIDERS)
+
+
+@dataclass(frozen=True)
+class SourcesConfig:
+    """What to index in a workspace."""
+
+    extra_paths: tuple[str, ...] = ()  # files or folders, relative to the workspace or absolute
+    session_paths: tuple[str, ...] = ("sessions",)  # folders of *.jsonl transcripts
+    ignore_dirs: tuple[str, ...] = (".git", "node_modules", ".venv", "__pycache__", INDEX_DIRNAME)
+    # Larger files are indexed up to this many bytes (cut at a line break) with a warning. Indexing holds about 4.5x
+    # the text at its peak: a whole 100 MB Markdown file peaked at 461 MB RSS and took 131 s keyword-only here.
+    max_file_bytes: int = 16 * 1024 * 1024
+    redact_patterns: tuple[str, ...] = ()  # extra regexes redacted, beside the built-in rules (hybridmem/redaction.py)
+    redact_sessions: bool = True  # redact secrets in transcripts before they are chunked, indexed or returned
+    # Memory files too: agents write them from the same conversations, and the index (a second copy) and search
+    # snippets (injected into prompts) should not carry a secret even when a note does. The file itself is untouched;
+    # line numbers are kept. The built-in rules changed no text in the shipped datasets (hybridmem/redaction.py).
+    redact_memory: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("extra_paths", "session_paths", "ignore_dirs", "redact_patterns"):
+            _check_strings(f"sources.{name}", getattr(self, name))
+        _check(_is_int(self.max_file_bytes) and self.max_file_bytes >= 1, "sources.max_file_bytes",
+               self.max_file_bytes, "an integer >= 1")
+        for name in ("redact_sessions", "redact_memory"):
+            _check(isinstance(getattr(self, name), bool), f"sources.{name}", getattr(self, name), "true or false")
+        for pattern in self.redact_patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ConfigError(f"invalid setting sources.redact_patterns: {pattern!r} is not a valid regular "
+                                  f"expression ({exc})") from None
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """When the index refreshes itself."""
+
+    sync_on_search: bool = True  # sync first when a watcher marked the index dirty
+    watch_debounce_s: float = 1.5
+    interval_s: float = 0.0  # 0 = no periodic sync
+    session_delta_bytes: int = 100_000
+    session_delta_messages: int = 50
+
+    def __post_init__(self) -> None:
+        _check(self.watch_debounce_s >= 0, "sync.watch_debounce_s", self.watch_debounce_s, ">= 0")
+        _check(self.interval_s >= 0, "sync.interval_s", self.interval_s, ">= 0")
+        _check(_is_int(self.session_delta_bytes) and self.session_delta_bytes >= 0,
+               "sync.session_delta_bytes", self.session_delta_bytes, "an integer >= 0")
+        _check(_is_int(self.session_delta_messages) and self.session_delta_messages >= 0,
+               "sync.session_delta_messages", self.session_delta_messages, "an integer >= 0")
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where the index lives and how vectors are searched."""
+
+    path: str = ""  # "" = <workspace>/.hybridmem/index.sqlite
+    # auto / memory: exact search over the in-memory matrix (the int8-bounded scan from int8_min_rows rows up, same
+    # results); quantized: int8 PCA pre-filter + exact rescoring (approximate; recall in eval/bench/); sqlite-vec: the
+    # vec0 KNN on disk, no matrix in memory.
+    vector_search: str = "auto"
+    busy_timeout_ms: int = 5000
+    # The in-memory copy of the keyword postings (same scores as FTS5, ~10x faster), built in the background from a
+    # generation's second keyword query; False keeps every keyword query on FTS5.
+    keyword_memory: bool = True
+    # Exact search scans an int8 copy with error bounds (hybridmem/retrieve/vectors.py) from this many rows up; 0 = never.
+    # Below ~20k rows the float32 scan takes under 2 ms and the copy is not worth its build (0.3 s per 100k rows).
+    int8_min_rows: int = 20_000
+    # "quantized" ranks rows by an int8 scan of their top prefilter_dims principal components and rescores the best
+    # max(rescore_min, rescore_factor * k) rows exactly.
+    prefilter_dims: int = 128
+    rescore_min: int = 800
+    rescore_factor: int = 20
+
+    def __post_init__(self) -> None:
+        _check_choice("store.vector_search", self.vector_search, VECTOR_SEARCH_MODES)
+        for name in ("int8_min_rows", "rescore_min", "rescore_factor"):
+            value = getattr(self, name)
+            _check(_is_int(value) and value >= 0, f"store.{name}", value, "an integer >= 0")
+        _check(_is_int(self.prefilter_dims) and self.prefilter_dims >= 1, "store.prefilter_dims",
+               self.prefilter_dims, "an integer >= 1")
+
+
+DEFAULT_STORE = StoreConfig()
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``hybridmem mcp``: the query log (``.hybridmem/query-log.jsonl``, see hybridmem/querylog.py) and HTTP defaults."""
+
+    query_log: bool = True  # log each memory_search and memory_get (queries redacted as transcripts are)
+    query_log_max_bytes: int = 4_000_000  # then rotated to query-log.1.jsonl (one old file kept)
+    http_host: str = "127.0.0.1"  # a non-loopback host is refused without a bearer token
+    http_port: int = 8765  # --http PORT overrides; the token comes from --token or HYBRIDMEM_MCP_TOKEN
