@@ -28,6 +28,7 @@ from hybridmem.ranking import rank
 from hybridmem.reader import read_lines, validate_relative
 from hybridmem.records import Candidates, Document, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
+from hybridmem.retrieve.retriever import clean_query
 from hybridmem.store import Store
 from hybridmem.sync import Progress, SyncReport, Syncer
 from hybridmem.tokenization import fts_tokenizer_spec
@@ -148,6 +149,8 @@ class MemoryIndex:
         **overrides: Any,
     ) -> SearchResponse:
         """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``)."""
+        if isinstance(query, str):
+            query = clean_query(query)  # a lone surrogate never reaches a leg, the embedder or the response
         cfg = config or self.settings.ranking
         if overrides:
             cfg = cfg.replace(**overrides)

@@ -22,10 +22,11 @@ from hybridmem.config import MAX_QUERY_CHARS, Settings
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates
-from hybridmem.retrieve.failover import EmbedderFailover
+from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
 from hybridmem.retrieve.vectors import VectorMatrix
+from hybridmem.sessions import replace_surrogates
 from hybridmem.store import Store
 
 Identity = Callable[[], tuple[str, str, str, int]]  # (provider, model, provider_key, dims) the index was built with
@@ -71,12 +72,15 @@ class Retriever:
     # -- query embedding -----------------------------------------------------------------------------------------
     def embed_query(self, query: str) -> np.ndarray | None:
         """The query vector, or None (keyword-only for this query) when the provider fails. After repeated failures
-        the next provider of the chain takes over and ``on_provider_switch`` is called."""
+        the next provider of the chain takes over and ``on_provider_switch`` is called. An error the query's own text
+        caused (see :func:`~hybridmem.retrieve.failover.is_input_error`) answers keyword-only and counts for nothing."""
         embedder = self.embedder.get()
         try:
             qv = embedder.embed_query(query[:MAX_QUERY_CHARS])  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
             self.vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
+            if is_input_error(exc):
+                return None  # this query's text, not the provider: nothing to count, nothing to switch
             if self._failover is None:
                 self._failover = EmbedderFailover(self.settings.embedding)
             replacement = self._failover.record_error(embedder, exc)  # type: ignore[arg-type]
@@ -175,6 +179,7 @@ class Retriever:
         t = timings if timings is not None else {}
         if not isinstance(query, str):
             raise HybridMemError(f"query must be a string, not {type(query).__name__}")
+        query = clean_query(query)
         tok = self.settings.tokenizer
         t0 = time.perf_counter()
         kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory()) if keyword else []
@@ -206,3 +211,9 @@ class Retriever:
         vec = [h for h in vec if h.chunk_id in chunks]
         return build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
 
+
+
+def clean_query(query: str) -> str:
+    """``query`` with lone surrogates replaced by U+FFFD, so neither leg (nor the embedder) meets text no UTF-8
+    encoder accepts."""
+    return replace_surrogates(query)[0]

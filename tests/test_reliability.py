@@ -1,0 +1,68 @@
+"""Issue 18's reliability defects, one test each (2, 4, 5, 7, 8, 9, 10): each failed before its fix.
+
+Small inline workspaces and the HashEmbedder (a real embedder without a model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hybridmem.cli import main as cli_main
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.index import MemoryIndex
+
+
+def small_ws(root: Path, n: int = 4) -> Path:
+    (root / "memory").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\nThe payment service retries with exponential backoff.\n")
+    for i in range(n):
+        (root / "memory" / f"note-{i}.md").write_text(f"# Note {i}\nuniqword{i} appears only in note {i}.\n")
+    return root
+
+
+# -- 2: a bad query never switches the provider off nor changes the index -----------------------------------------
+
+
+class PickyEmbedder(HashEmbedder):
+    """Refuses, as a real tokenizer or API does, texts it cannot take: lone surrogates, and any query with 'BAD'."""
+
+    def __init__(self) -> None:
+        super().__init__(dims=16)
+        self.queries: list[str] = []
+
+    def embed_batch(self, texts, is_query=False):  # noqa: ANN001, ANN201
+        if is_query:
+            self.queries += list(texts)
+            for t in texts:
+                t.encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+                if "BAD" in t:
+                    raise ValueError("input rejected by the model")
+        return super().embed_batch(texts, is_query)
+
+
+def test_bad_queries_never_switch_the_provider_off_nor_strip_vectors(tmp_path: Path) -> None:
+    ws = small_ws(tmp_path / "ws")
+    emb = PickyEmbedder()
+    with MemoryIndex(ws, embedder=emb) as idx:
+        idx.sync()
+        embedded = idx.status()["embedded_chunks"]
+        assert embedded == 5
+        for q in ["cut emoji \ud83d payment", "\udc00", "payment \ud83d\ude00 ok"] * 3:
+            resp = idx.search(q, min_score=0.0)
+            assert "\ud83d" not in resp.query and "\udc00" not in resp.query
+        assert all(not any(0xD800 <= ord(c) <= 0xDFFF for c in q) for q in emb.queries)
+        assert emb.queries[0] == "cut emoji \ufffd payment"
+        for _ in range(5):  # input errors: keyword-only for that query, never counted toward failover
+            resp = idx.search("BAD payment", min_score=0.0)
+            assert resp.fallback and "ValueError: input rejected by the model" in resp.fallback_reason
+            assert resp.results[0].path == "MEMORY.md"
+        assert idx.embedder is emb and not idx.dirty
+        resp = idx.search("payment backoff", min_score=0.0)
+        assert not resp.fallback and resp.results[0].vector_rank == 1
+        idx.sync()
+        st = idx.status()
+        assert (st["provider"], st["embedded_chunks"]) == ("hash", embedded)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as other:  # another process sees the same index
+        assert other.status()["embedded_chunks"] == embedded
