@@ -66,3 +66,44 @@ def test_bad_queries_never_switch_the_provider_off_nor_strip_vectors(tmp_path: P
         assert (st["provider"], st["embedded_chunks"]) == ("hash", embedded)
     with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as other:  # another process sees the same index
         assert other.status()["embedded_chunks"] == embedded
+
+
+# -- 4: a search sees one generation of the index from its first read to its last ---------------------------------
+
+
+def test_rebuild_between_the_legs_and_the_chunk_loads_never_mixes_generations(tmp_path: Path) -> None:
+    ws = small_ws(tmp_path / "ws", n=6)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        idx.sync()
+        rebuilds = []
+        real_rows = idx.store.chunk_rows
+
+        def rows_after_a_rebuild(ids):  # noqa: ANN001, ANN202 - another process rebuilds right after the legs ran
+            if len(rebuilds) < 2:
+                n = len(rebuilds)
+                (ws / "memory" / f"aaa-{n}.md").write_text("\n".join(f"shift {n} line {j} " + "x" * 60
+                                                                      for j in range(80)))
+                with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as other:
+                    rebuilds.append(other.sync(force=True).chunks)  # chunk ids of every note move
+            return real_rows(ids)
+
+        idx.store.chunk_rows = rows_after_a_rebuild  # type: ignore[method-assign]
+        for i in (3, 4, 5):
+            resp = idx.search(f"uniqword{i}", min_score=0.0)
+            assert resp.results[0].path == f"memory/note-{i}.md" and resp.results[0].text_rank == 1
+            assert all(h.text in (ws / h.path).read_text() for h in resp.results)  # every hit: its own file's text
+        assert len(rebuilds) == 2 and rebuilds[1] > rebuilds[0] > 7
+
+
+def test_generation_never_goes_back_and_every_chunk_commit_bumps_it(tmp_path: Path) -> None:
+    ws = small_ws(tmp_path / "ws")
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        idx.sync()
+        g0 = idx.store.generation()
+        (ws / "memory" / "note-1.md").write_text("changed\n")
+        (ws / "memory" / "note-2.md").unlink()
+        idx.sync()
+        g1 = idx.store.generation()
+        assert g1 == g0 + 3  # one delete, one write batch, the end of the sync
+        idx.sync(force=True)
+        assert idx.store.generation() > g1

@@ -108,6 +108,7 @@ def apply_documents(
     for path in deleted:
         with store.transaction():
             store.delete_file(path)
+            store.bump_generation()
     total = len(changed)
     for start in range(0, total, batch_files):
         batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start : start + batch_files]]
@@ -120,6 +121,7 @@ def apply_documents(
         with store.transaction():
             for p, meta in batch:
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
+            store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
             progress("index", min(start + batch_files, total), total)
 
