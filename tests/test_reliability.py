@@ -107,3 +107,118 @@ def test_generation_never_goes_back_and_every_chunk_commit_bumps_it(tmp_path: Pa
         assert g1 == g0 + 3  # one delete, one write batch, the end of the sync
         idx.sync(force=True)
         assert idx.store.generation() > g1
+
+
+# -- 5: never write an index over a file that is not an index -----------------------------------------------------
+
+
+def test_a_memory_file_or_foreign_database_given_as_index_is_refused_and_left_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import sqlite3
+
+    ws = small_ws(tmp_path / "ws")
+    (ws / "data.bin").write_bytes(b"plain bytes, not a database\n" * 10)
+    foreign = tmp_path / "app.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    targets = {ws / "MEMORY.md": "(a .md file)", ws / "data.bin": "(not an SQLite database)",
+               foreign: "is not a hybridmem index: it is an SQLite database but not a hybridmem index (tables users)"}
+    before = {p: p.read_bytes() for p in targets}
+    for target, why in targets.items():
+        for argv in (["status", str(ws)], ["index", str(ws), "--rebuild", "--keyword-only"],
+                     ["search", "payment", str(ws)]):
+            assert cli_main([*argv, "--index", str(target)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"hybridmem: error: {target} ") and why in err
+            assert "--rebuild" not in err and err.count("\n") == 1
+    assert {p: p.read_bytes() for p in targets} == before
+    assert sorted(p.name for p in tmp_path.rglob("*") if "corrupt" in p.name or p.suffix == ".bak") == []
+
+
+# -- 8: a deleted index and garbage inside the file are noticed --------------------------------------------------
+
+
+def test_index_deleted_while_indexing_is_an_error_not_a_success(tmp_path: Path) -> None:
+    from hybridmem.errors import HybridMemError
+
+    ws = small_ws(tmp_path / "ws")
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        def delete_the_index(stage, done, total):  # noqa: ANN001, ANN202
+            if idx.index_path.exists():
+                idx.index_path.unlink()
+
+        with pytest.raises(HybridMemError, match=r"index\.sqlite was deleted while indexing, so nothing was saved"):
+            idx.sync(progress=delete_the_index)
+
+
+def test_garbage_inside_the_index_is_found_by_status_and_search_and_rebuilt(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    ws = small_ws(tmp_path / "ws", n=60)
+    for i in range(60):
+        (ws / "memory" / f"note-{i}.md").write_text("\n".join(f"uniqword{i} line {j} " + "filler " * 12
+                                                              for j in range(30)))
+    assert cli_main(["index", str(ws), "--keyword-only"]) == 0
+    index = ws / ".hybridmem" / "index.sqlite"
+    data = bytearray(index.read_bytes())
+    assert len(data) > 200_000
+    data[65536:131072] = bytes(range(256)) * 256  # 64 KB of garbage inside the file
+    index.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert cli_main(["status", str(ws)]) == 1
+    out, err = capsys.readouterr()
+    assert "integrity: " in out and "quick_check failed" in out
+    assert err.startswith(f"hybridmem: error: the index {index} failed its check (") and "index --rebuild" in err
+    codes = []
+    for i in range(60):
+        codes.append(cli_main(["search", f"uniqword{i}", str(ws), "--no-sync"]))
+        if codes[-1] != 0:
+            break
+    err = capsys.readouterr().err
+    assert codes[-1] == 2 and f"hybridmem: error: the index {index} is corrupt (" in err  # a failing page says so
+    assert cli_main(["index", str(ws), "--rebuild", "--keyword-only"]) == 0
+    assert cli_main(["status", str(ws)]) == 0
+    assert "integrity: ok" in capsys.readouterr().out
+    with MemoryIndex(ws, embedder=None) as idx:
+        assert idx.search("uniqword41", min_score=0.0).results[0].path == "memory/note-41.md"
+        assert idx.status()["files"] == 61
+
+
+# -- 9: a failed rebuild never points to a backup it deleted ------------------------------------------------------
+
+
+def test_failed_rollback_keeps_the_backup_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from hybridmem.store import Store
+    from hybridmem.sync import reindex
+
+    ws = small_ws(tmp_path / "ws")
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        idx.sync()
+        spans = idx.store.chunk_spans()
+        real_copy = Store.copy_into
+        copies = []
+
+        def copy_fails_after_the_backup(self, target):  # noqa: ANN001, ANN202
+            copies.append(target.path)
+            if len(copies) >= 2:  # 1: live -> backup; 2: the swap; 3: the rollback
+                raise OSError("disk I/O error (simulated)")
+            return real_copy(self, target)
+
+        monkeypatch.setattr(Store, "copy_into", copy_fails_after_the_backup)
+        with pytest.raises(reindex.ReindexError, match="the rollback failed too") as info:
+            idx.sync(force=True)
+        monkeypatch.undo()
+        named = re.search(r"previous index is kept in (\S+):", str(info.value)).group(1)
+        assert named == f"{idx.index_path}.bak" and len(copies) == 3
+        with _open(named) as bak:
+            assert bak.chunk_spans() == spans
+
+
+def _open(path: str):  # noqa: ANN202
+    import contextlib
+
+    from hybridmem.store import Store
+
+    store = Store(path)
+    return contextlib.closing(store)

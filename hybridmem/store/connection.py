@@ -45,6 +45,19 @@ def refuse_non_index(path: str | Path) -> None:
     if head and head != SQLITE_HEADER[: len(head)] and p.parent.name != INDEX_DIRNAME:
         raise NotAnIndexError(f"{what} (not an SQLite database); refusing to open or overwrite it: give --index a path "
                               "of its own")
+    if head == SQLITE_HEADER:  # a database: ours has a meta table (or is still empty); read without writing a byte
+        try:
+            db = sqlite3.connect(f"file:{p.absolute()}?mode=ro", uri=True)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                names = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return  # unreadable: a corrupt index, for the caller to report
+        if version == 0 and names and "meta" not in names:
+            raise NotAnIndexError(f"{what}: it is an SQLite database but not a hybridmem index (tables "
+                                  f"{', '.join(names[:5])}); refusing to write into it: give --index a path of its own")
 
 
 def read_only_reason(path: str | Path) -> str | None:

@@ -89,15 +89,6 @@ class Store(EmbeddingCacheMixin, HealthMixin):
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0 and self.path != ":memory:":
-            names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if names and "meta" not in names:
-                from hybridmem.store.connection import NotAnIndexError
-
-                self._db.close()
-                raise NotAnIndexError(f"{self.path} is an SQLite database but not a hybridmem index (tables "
-                                      f"{', '.join(sorted(names)[:5])}); refusing to write into it: give --index "
-                                      "a path of its own")
         if self.read_only is not None:
             if version < MIGRATIONS[-1][0]:
                 raise IndexCorruptError(f"{self.read_only} and needs building or upgrading first; nothing to search")

@@ -12,6 +12,7 @@ class HealthMixin:
     path: str
     _identity: tuple[int, int] | None
     consistency: Any
+    pragma: Any
 
     def _file_identity(self) -> tuple[int, int] | None:
         try:
@@ -35,11 +36,16 @@ class HealthMixin:
 
     def check(self) -> list[str]:
         """Problems found by ``quick_check`` and the row counts (chunks = FTS rows, embedded = vector rows)."""
+        problems = []
         try:
+            first = self.pragma("quick_check")
+            if first != "ok":
+                problems.append(f"quick_check failed: {first}")
             c = self.consistency()
         except Exception as exc:  # noqa: BLE001 - a page too broken to count is a finding, not a crash
-            return [f"cannot read the index ({type(exc).__name__}: {exc})"]
-        problems = [] if c["quick_check"] else ["quick_check failed"]
+            return [*problems, f"cannot read the index ({type(exc).__name__}: {exc})"]
+        if not c["quick_check"] and not problems:
+            problems.append("quick_check failed")
         if c["chunks"] != c["fts_rows"]:
             problems.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
         if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
