@@ -5,6 +5,7 @@ Small inline workspaces and the HashEmbedder (a real embedder without a model).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,70 @@ def _open(path: str):  # noqa: ANN202
 
     store = Store(path)
     return contextlib.closing(store)
+
+
+# -- 7: a read-only index file or workspace still searches --------------------------------------------------------
+
+
+def _run_unprivileged(argv: list[str]) -> tuple[int, str, str]:
+    """``python -m hybridmem.cli ARGV`` by a process that permission bits stop (as root: without capabilities, through
+    ``setpriv``, since root's CAP_DAC_OVERRIDE writes through any mode)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: permission bits cannot stop a write")
+        prefix = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([*prefix, sys.executable, "-m", "hybridmem.cli", *argv], capture_output=True, text=True,
+                         env=env, cwd="/", timeout=120)
+    return out.returncode, out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("case", ["read-only file", "read-only folder"])
+def test_read_only_index_still_searches_and_says_why_it_cannot_sync(case: str) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="hm-ro-"))
+    try:
+        os.chmod(base, 0o755)
+        ws = small_ws(base / "ws")
+        (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n')
+        assert cli_main(["index", str(ws)]) == 0
+        (ws / "memory" / "note-9.md").write_text("uniqword9 arrived after indexing\n")
+        index = ws / ".hybridmem" / "index.sqlite"
+        paths = [p for p in base.rglob("*")] + [base]
+        for p in paths:  # nobody reads everything; writes nothing
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if case == "read-only file":
+            os.chmod(index.parent, 0o777)
+            os.chmod(index, 0o444)
+            why = f"the index file {index} is read-only"
+        else:
+            os.chmod(index, 0o666)
+            os.chmod(index.parent, 0o555)
+            why = f"the folder {index.parent} is read-only"
+        os.chmod(ws, 0o555)
+        code, out, err = _run_unprivileged(["search", "uniqword2", str(ws), "--json"])
+        assert code == 0, err
+        assert json.loads(out)["results"][0]["path"] == "memory/note-2.md"
+        assert err == f"note: not synced: {why}; searching the index as it is\n"
+        code, out, err = _run_unprivileged(["status", str(ws), "--json"])
+        assert code == 0, err
+        st = json.loads(out)
+        assert (st["files"], st["read_only"], st["integrity"]) == (5, why, "ok")
+        code, out, err = _run_unprivileged(["index", str(ws)])
+        assert code == 2
+        assert err == f"hybridmem: error: cannot sync: {why}; searches still work on the index as it is\n"
+    finally:
+        for p in [base, *base.rglob("*")]:
+            if p.is_dir():
+                os.chmod(p, 0o755)
+        shutil.rmtree(base)

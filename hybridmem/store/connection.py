@@ -144,9 +144,9 @@ def _pragmas(db: Any, busy_timeout_ms: int) -> None:
     db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     try:
         db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
     except Exception:  # noqa: BLE001 - in-memory databases and read-only media keep their journal mode
         pass
-    db.execute("PRAGMA synchronous = NORMAL")
     db.execute("PRAGMA foreign_keys = ON")
 
 
