@@ -290,3 +290,60 @@ def test_read_only_index_still_searches_and_says_why_it_cannot_sync(case: str) -
             if p.is_dir():
                 os.chmod(p, 0o755)
         shutil.rmtree(base)
+
+
+# -- 10: huge files embed and save in bounded slices; what is past the cap is said plainly --------------------------
+
+
+class DiesAfter(HashEmbedder):
+    """Embeds ``budget`` texts, then fails as a killed or crashed model would."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(dims=16)
+        self.budget = budget
+
+    def embed_batch(self, texts, is_query=False):  # noqa: ANN001, ANN201
+        if not is_query and self.embedded + len(texts) > self.budget:
+            raise MemoryError("simulated crash while embedding")
+        return super().embed_batch(texts, is_query)
+
+
+def test_a_huge_file_saves_its_embeddings_as_it_goes_and_resumes(tmp_path: Path) -> None:
+    from hybridmem.sync import documents
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "huge.md").write_text("".join(f"line {i} of a long log about payment retries and backoff\n"
+                                                   for i in range(40_000)))
+    with MemoryIndex(ws, embedder=DiesAfter(1500)) as idx:
+        seen: list[tuple[str, int, int]] = []
+        with pytest.raises(MemoryError):
+            idx.sync(progress=lambda stage, done, total: seen.append((stage, done, total)))
+        saved = idx.store.cache_count()
+        slice_ = documents.EMBED_COMMIT_CHUNKS
+        assert saved == 1500 // slice_ * slice_ >= 2 * slice_  # every finished slice is committed
+        embeds = [d for stage, d, _ in seen if stage == "embed"]
+        assert embeds == sorted(embeds) and embeds[-1] >= saved  # progress inside the one file
+        total = seen[-1][2]
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        report = idx.sync()
+        assert (report.embedded, report.cache_hits, report.chunks) == (total - saved, saved, total)
+
+
+def test_get_past_max_file_bytes_says_what_was_not_indexed(tmp_path: Path) -> None:
+    from hybridmem.config import Settings
+    from hybridmem.errors import ArgumentError
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "big.md").write_text("".join(f"line {i:04d} payment\n" for i in range(1000)))  # 18 bytes a line
+    settings = Settings().override(sources={"max_file_bytes": 1800})
+    with MemoryIndex(ws, settings=settings, embedder=None) as idx:
+        report = idx.sync()
+        assert report.warnings == ["memory/big.md: too large: only the first 1800 bytes indexed "
+                                   "(sources.max_file_bytes = 1800)"]
+        assert idx.get("memory/big.md", from_line=100, lines=5)["text"] == "line 0099 payment"
+        with pytest.raises(ArgumentError, match=r"^memory/big.md: line 101 is past what was read and indexed: the "
+                                                r"file is larger than sources.max_file_bytes \(1800 bytes\), so only "
+                                                r"its first 100 lines are readable and searchable$"):
+            idx.get("memory/big.md", from_line=101)
