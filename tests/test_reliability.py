@@ -347,3 +347,25 @@ def test_get_past_max_file_bytes_says_what_was_not_indexed(tmp_path: Path) -> No
                                                 r"file is larger than sources.max_file_bytes \(1800 bytes\), so only "
                                                 r"its first 100 lines are readable and searchable$"):
             idx.get("memory/big.md", from_line=101)
+
+
+def test_no_index_in_a_read_only_folder_is_one_sentence(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="hm-ro-"))
+    try:
+        ws = small_ws(base / "ws")
+        (ws / ".hybridmem").mkdir()
+        for p in [base, *base.rglob("*")]:
+            os.chmod(p, 0o555 if p.is_dir() else 0o444)
+        code, out, err = _run_unprivileged(["search", "uniqword2", str(ws)])
+        assert code == 2
+        assert err == (f"hybridmem: error: cannot create the index {ws}/.hybridmem/index.sqlite: the folder is "
+                       "read-only; give --index a writable path\n")
+    finally:
+        for p in [base, *base.rglob("*")]:
+            if p.is_dir():
+                os.chmod(p, 0o755)
+        shutil.rmtree(base)

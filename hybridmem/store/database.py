@@ -13,6 +13,7 @@ runs an exact numpy scan (``status()['vector_backend'] == 'numpy'``).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from hybridmem.config import DEFAULT_STORE
-from hybridmem.errors import IndexCorruptError
+from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.store.cache import EmbeddingCacheMixin
 from hybridmem.store.connection import (
     DRIVERS,
@@ -33,6 +34,17 @@ from hybridmem.store.connection import (
 )
 from hybridmem.store.health import HealthMixin
 from hybridmem.store.schema import MIGRATIONS
+
+def _creatable(path: Path) -> None:
+    """Make the index's folder; a read-only place is one sentence, not a traceback."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise PermissionError(13, "the folder is read-only")
+    except OSError as exc:
+        raise HybridMemError(f"cannot create the index {path}: {exc.strerror or exc}; give --index a writable "
+                             "path") from None
+
 
 _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
@@ -48,7 +60,7 @@ class Store(EmbeddingCacheMixin, HealthMixin):
             refuse_non_index(self.path)
             self.read_only = read_only_reason(self.path)
             if self.read_only is None:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                _creatable(Path(self.path))
         self._lock = threading.RLock()
         try:
             self._conn = connect(self.path, busy_timeout_ms, drivers, read_only=self.read_only is not None)
