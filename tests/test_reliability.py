@@ -72,7 +72,12 @@ def test_bad_queries_never_switch_the_provider_off_nor_strip_vectors(tmp_path: P
 # -- 4: a search sees one generation of the index from its first read to its last ---------------------------------
 
 
-def test_rebuild_between_the_legs_and_the_chunk_loads_never_mixes_generations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tries", [3, 0])  # 0: straight to the read transaction
+def test_rebuild_between_the_legs_and_the_chunk_loads_never_mixes_generations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tries: int) -> None:
+    from hybridmem.retrieve import retriever
+
+    monkeypatch.setattr(retriever, "_OPTIMISTIC_TRIES", tries)
     ws = small_ws(tmp_path / "ws", n=6)
     with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
         idx.sync()
