@@ -18,9 +18,12 @@ from hybridmem.workbench import sidebar  # noqa: E402
 
 st.set_page_config(page_title="hybridmem workbench", page_icon=":material/manage_search:", layout="wide")
 
+SEARCH = "hybridmem/workbench/search.py"
 PAGES = [
-    st.Page("hybridmem/workbench/search.py", title="Search inspector", icon=":material/search:",
-            url_path="search", default=True),
+    # Streamlit serves the default page at "/" whatever its url_path; a hidden twin keeps "/search" (the URL people
+    # copy from the menu and share) from showing "Page not found"
+    st.Page(SEARCH, title="Search inspector", icon=":material/search:", url_path="home", default=True),
+    st.Page(SEARCH, title="Search inspector", icon=":material/search:", url_path="search", visibility="hidden"),
     st.Page("hybridmem/workbench/fusion.py", title="Fusion compare", icon=":material/compare_arrows:",
             url_path="fusion"),
     st.Page("hybridmem/workbench/sweeps.py", title="Sweeps", icon=":material/tune:", url_path="sweeps"),

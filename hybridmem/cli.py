@@ -109,15 +109,26 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
-    """Show what the index holds."""
+    """Show what the index holds, after checking it (``quick_check`` and row counts); exit 1 when the check fails."""
     with open_index(args) as idx:
-        status = idx.status()
+        problems = idx.check()
+        try:
+            status = idx.status()
+        except Exception as exc:  # noqa: BLE001 - a page too broken to count: report the check, not a traceback
+            if not problems:
+                raise
+            status = {"index_path": str(idx.index_path), "status": f"unreadable ({type(exc).__name__}: {exc})"}
     status.pop("last_sync_report", None)
+    status["integrity"] = "; ".join(problems) if problems else "ok"
     if args.json:
         print_json(status)
     else:
         for k, v in status.items():
             print(f"{k:>16}: {v}")
+    if problems:
+        print(f"hybridmem: error: the index {status['index_path']} failed its check ({status['integrity']}); "
+              "rebuild it with `hybridmem index --rebuild`", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -169,7 +180,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.source is not None and args.source not in SOURCES:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
     with open_index(args) as idx:
-        if args.sync:
+        if args.sync and idx.store.read_only:
+            print(f"note: not synced: {idx.store.read_only}; searching the index as it is", file=sys.stderr)
+        elif args.sync:
             idx.sync()
         cfg = _rank_config(args, idx.settings.ranking)
         resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,

@@ -23,12 +23,14 @@ import numpy as np
 from hybridmem import sources as src
 from hybridmem.config import INDEX_DIRNAME, INDEX_FILENAME, RankConfig, Settings, load_settings
 from hybridmem.embeddings import Embedder, LazyEmbedder
-from hybridmem.errors import PathError, WorkspaceError
+from hybridmem.errors import HybridMemError, IndexCorruptError, PathError, WorkspaceError
 from hybridmem.ranking import rank
 from hybridmem.reader import read_lines, validate_relative
 from hybridmem.records import Candidates, Document, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
+from hybridmem.retrieve.retriever import clean_query
 from hybridmem.store import Store
+from hybridmem.store.connection import is_corruption
 from hybridmem.sync import Progress, SyncReport, Syncer
 from hybridmem.tokenization import fts_tokenizer_spec
 
@@ -118,6 +120,9 @@ class MemoryIndex:
         with self._lock:
             report = self.syncer.sync(force=force, progress=progress)
             self.retriever.drop_caches()
+            lost = self.store.file_lost()
+            if lost:  # SQLite wrote into an unlinked file: nothing was saved
+                raise HybridMemError(f"{lost} while indexing, so nothing was saved; run `hybridmem index` again")
             self.dirty = False
             self.last_sync = report
             return report
@@ -158,10 +163,12 @@ class MemoryIndex:
         **overrides: Any,
     ) -> SearchResponse:
         """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``)."""
+        if isinstance(query, str):
+            query = clean_query(query)  # a lone surrogate never reaches a leg, the embedder or the response
         cfg = config or self.settings.ranking
         if overrides:
             cfg = cfg.replace(**overrides)
-        if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None:
+        if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.store.read_only:
             self.sync()
         if session:
             source, path_prefix = "sessions", session_prefix(session)
@@ -171,11 +178,17 @@ class MemoryIndex:
             _ = self.embedder  # load the model outside the per-query timings
             timings["model_load"] = (time.perf_counter() - t0) * 1000
         t_all = time.perf_counter()
-        cands = self.retrieve(
-            query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
-            scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors,
-            timings=timings,
-        )
+        try:
+            cands = self.retrieve(
+                query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
+                scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors,
+                timings=timings,
+            )
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            raise IndexCorruptError(f"the index {self.index_path} is corrupt ({exc}); rebuild it with "
+                                    "`hybridmem index --rebuild`") from None
         t0 = time.perf_counter()
         ranking = rank(cands, cfg, now=now)
         timings["rank"] = (time.perf_counter() - t0) * 1000
@@ -232,7 +245,12 @@ class MemoryIndex:
             "fallback_reason": self.fallback_reason if loaded else None,
             "query_embedding": getattr(self._embedder.current, "runtime", None) if loaded else None,
             "last_sync_report": self.last_sync.to_dict() if self.last_sync else None,
+            "read_only": self.store.read_only,
         }
+
+    def check(self) -> list[str]:
+        """Problems ``quick_check`` and the row counts find in the index file (empty when it is sound)."""
+        return self.store.check()
 
     def files(self) -> list[dict[str, Any]]:
         """Indexed files with their chunk counts."""

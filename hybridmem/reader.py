@@ -28,13 +28,17 @@ def read_lines(
         raise ArgumentError(f"from_line must be >= 1, got {from_line}")
     if lines is not None and lines < 1:
         raise ArgumentError(f"lines must be >= 1, got {lines}")
-    text, _ = read_text(abspath, sources.max_file_bytes)
+    text, warning = read_text(abspath, sources.max_file_bytes)
     if source == "sessions":
         tr = parse_transcript(split_lines(text), session_redactor(sources))
         numbered = list(zip(tr.line_map, split_lines(tr.text)))
     else:
         numbered = list(enumerate(split_lines(redact_memory_text(text, sources)), start=1))
     start = from_line or 1
+    if warning and "too large" in warning and start > len(numbered):
+        raise ArgumentError(f"{key}: line {start} is past what was read and indexed: the file is larger than "
+                            f"sources.max_file_bytes ({sources.max_file_bytes} bytes), so only its first "
+                            f"{len(numbered)} lines are readable and searchable")
     selected = [(n, t) for n, t in numbered if n >= start]
     if lines is not None:
         selected = [(n, t) for n, t in selected if n < start + lines]

@@ -130,26 +130,118 @@ def test_kill_9_during_full_reindex_at_20_moments(tmp_path: Path) -> None:
                                                   "reindex_s": round(duration, 2), "outcomes": outcomes}))
 
 
+CHILD_INDEX = textwrap.dedent(
+    """
+    import sys
+    from hybridmem.index import MemoryIndex
+    from hybridmem.embeddings.fake import HashEmbedder
+    idx = MemoryIndex(sys.argv[1], embedder=HashEmbedder())
+    print("ready", flush=True)
+    idx.sync()
+    print("done", flush=True)
+    """
+)
+
+
+def rewrite_all(ws: Path, files: int, version: int) -> None:
+    rng = random.Random(version)
+    for i in range(files):
+        body = "\n".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(60 + version % 7))
+        (ws / "memory" / f"topic-{i:04d}.md").write_text(f"version {version} of topic {i}\n{body}")
+
+
+@pytest.mark.slow
+def test_kill_9_during_incremental_index_at_20_moments(tmp_path: Path) -> None:
+    """Every file's rows are replaced in one commit: a kill at any moment leaves each file old or new, never a mix,
+    and the next index finishes the job."""
+    files = 60
+    ws = make_workspace(tmp_path / "ws", files=files)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+    from hybridmem.chunking import chunk_text
+
+    chunking = Settings().chunking
+    known: dict[str, set[tuple]] = {}  # path -> the chunk spans of every version written
+
+    def remember() -> None:
+        for p in (ws / "memory").glob("*.md"):
+            spans = tuple((c.start_line, c.end_line, c.hash) for c in chunk_text(p.read_text(), chunking))
+            known.setdefault(f"memory/{p.name}", set()).add(spans)
+
+    remember()
+    killed = 0
+    for version in range(1, 41):
+        if killed == 20:
+            break
+        rewrite_all(ws, files, version)
+        remember()
+        proc = subprocess.Popen([sys.executable, "-c", CHILD_INDEX, str(ws)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        assert proc.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+        time.sleep(random.Random(version).uniform(0.0, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed += proc.returncode == -signal.SIGKILL
+        with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+            c = idx.store.consistency()
+            assert c["quick_check"] and c["chunks"] == c["fts_rows"] == c["vec_rows"] == c["embedded"] > 0
+            indexed: dict[str, list[tuple]] = {}
+            for path, start, end, h in idx.store.chunk_spans():
+                indexed.setdefault(path, []).append((start, end, h))
+            for path, spans in indexed.items():  # each file's chunks are one whole version of it, never a mix
+                if path.startswith("memory/topic-"):
+                    assert tuple(spans) in known[path], path
+            idx.sync()  # finishes the interrupted work
+            assert idx.store.consistency()["chunks"] == idx.status()["chunks"]
+            first = idx.search(f"version {version} of topic 7", min_score=0.0, vector_weight=0.0, text_weight=1.0)
+            assert first.results[0].path == "memory/topic-0007.md"
+            assert first.results[0].text.startswith(f"version {version} of topic 7\n")
+    assert killed == 20, f"only {killed} runs were killed before they finished"
+
+
 CHILD_SEARCH = textwrap.dedent(
     """
     import sys, json, random, time
+    from pathlib import Path
     from hybridmem.index import MemoryIndex
     from hybridmem.embeddings.fake import HashEmbedder
     words = sys.argv[3].split()
     idx = MemoryIndex(sys.argv[1], embedder=HashEmbedder())
     idx.settings = idx.settings.override(sync={"sync_on_search": False})
     rng = random.Random(7)
-    n = int(sys.argv[2]); errors = []; empty = 0
+    n = int(sys.argv[2]); errors = []; empty = 0; wrong = []; checked = 0
+    ws = Path(sys.argv[1])
+
+    def holds(path, text):
+        for _ in range(20):  # the other process may be rewriting the file right now
+            try:
+                if text in (ws / path).read_text():
+                    return True
+            except OSError:
+                pass
+            time.sleep(0.01)
+        return False
+
     print("ready", flush=True)
     t = time.perf_counter()
     for i in range(n):
-        q = " ".join(rng.choice(words) for _ in range(3))
+        k = rng.randrange(30)
+        q = f"topicmark{k}" if i % 2 else " ".join(rng.choice(words) for _ in range(3))
         try:
             r = idx.search(q, min_score=0.0)
             empty += not r.results
+            if i % 2:
+                top = [h.path for h in r.results if h.text_rank == 1]
+                if top != [f"memory/topic-{k:04d}.md"]:
+                    wrong.append(f"{q}: text rank 1 is {top}")
+            for h in r.results:  # every answer: the text is its own file's
+                checked += 1
+                if not holds(h.path, h.text):
+                    wrong.append(f"{q}: {h.citation} does not hold {h.text[:60]!r}")
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
     print(json.dumps({"queries": n, "errors": len(errors), "first_errors": errors[:5], "empty": empty,
+                      "wrong": len(wrong), "first_wrong": wrong[:5], "hits_checked": checked,
                       "seconds": time.perf_counter() - t}), flush=True)
     """
 )
@@ -158,6 +250,9 @@ CHILD_SEARCH = textwrap.dedent(
 @pytest.mark.slow
 def test_search_process_while_another_syncs_has_zero_errors(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws", files=30, lines=40)
+    for i in range(30):  # one word only topic i holds, so every answer can be checked
+        p = ws / "memory" / f"topic-{i:04d}.md"
+        p.write_text(f"topicmark{i}\n" + p.read_text())
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         idx.sync()
     proc = subprocess.Popen([sys.executable, "-c", CHILD_SEARCH, str(ws), "1000", " ".join(WORDS)],
@@ -186,6 +281,7 @@ def test_search_process_while_another_syncs_has_zero_errors(tmp_path: Path) -> N
     assert syncs >= 5 and reindexes >= 1
     assert result["errors"] == 0, result["first_errors"]
     assert result["empty"] == 0
+    assert result["wrong"] == 0, result["first_wrong"]  # new-*.md sort first: every rebuild shifts chunk ids
 
 
 # -- corrupt index ---------------------------------------------------------------------------------------------------
@@ -426,3 +522,55 @@ def test_invalid_config_file_via_cli(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli_main(["status", str(ws)]) == 2
     assert capsys.readouterr().err.strip() == (
         "hybridmem: error: invalid setting ranking.max_results=0: expected an integer >= 1")
+
+
+# -- 10,000 fuzzed queries through the tools ---------------------------------------------------------------------
+
+FUZZ_PIECES = ["\ud83d", "\ude00", "\udfff", "\ud800", "\x00", "\x00\x00", "😀", "支付", "การ", "ﷺ", '"', "*", "(", ")",
+               "^", ":", "-", "+", "NEAR", "AND", "OR", "NOT", "NEAR/2", "{", "}", "\\", "'", "\t", "\n", "\r", " ",
+               "\u200b", "\ufeff", "\u0301", "%", "_", "..", "/", "payment", "retry", "backoff", "timing", "belt"]
+
+
+def fuzz_query(rng: random.Random) -> str:
+    n = rng.choice([0, 1, 2, 3, 5, 8, 20, 200])
+    parts = []
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.6:
+            parts.append(rng.choice(FUZZ_PIECES))
+        elif r < 0.8:
+            parts.append(chr(rng.randrange(0x20, 0x3000)))
+        else:
+            parts.append(chr(rng.randrange(0xD800, 0xE000)))  # any lone surrogate
+    return "".join(parts)
+
+
+@pytest.mark.slow
+def test_10000_fuzzed_queries_through_the_tools_never_fail_nor_change_the_index(tmp_path: Path) -> None:
+    from hybridmem.tools import MemoryTools
+
+    ws = make_workspace(tmp_path / "ws", files=6, lines=20)
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        before = (idx.status()["embedded_chunks"], idx.store.get_meta("settings_hash"))
+        tools = MemoryTools(idx)
+        rng = random.Random(18)
+        outcomes: dict[str, int] = {}
+        for i in range(10_000):
+            q = fuzz_query(rng)
+            raw = tools.handle("memory_search", {"query": q, "min_score": 0.0} if i % 2 else {"query": q})
+            raw.encode("utf-8")  # strict: no lone surrogate reaches the answer
+            out = json.loads(raw)
+            assert "unavailable" not in out, (q, out)
+            if "error" in out:
+                assert out.get("bad_arguments") is True, (q, out)
+                kind = "bad argument"
+            else:
+                assert isinstance(out["results"], list)
+                kind = "results" if out["results"] else "no results"
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+        assert idx.embedder is not None and idx.embedder.name == "hash" and not idx.dirty
+        idx.sync()
+        assert (idx.status()["embedded_chunks"], idx.store.get_meta("settings_hash")) == before
+    print("\nfuzzed tool queries:", json.dumps(outcomes))
+    assert sum(outcomes.values()) == 10_000 and outcomes["results"] > 1000

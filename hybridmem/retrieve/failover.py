@@ -1,6 +1,7 @@
 """Embedding provider failover at query time: after repeated errors the next provider of the chain takes over.
 
-After ``threshold`` consecutive errors of the active provider, :class:`EmbedderFailover` picks the next one of
+After ``threshold`` consecutive provider-level errors (connection, timeout, load error; never an error one input
+caused, see :func:`is_input_error`) of the active provider, :class:`EmbedderFailover` picks the next one of
 :func:`~hybridmem.embeddings.provider_chain` (local, then the configured remote providers, then keyword-only). The
 index's settings hash then changes, so the next sync is a full (atomic) reindex with the new provider.
 """
@@ -12,6 +13,15 @@ from dataclasses import dataclass, field
 from hybridmem.config import FAILOVER_ERRORS, EmbeddingConfig
 from hybridmem.embeddings import Embedder, make_provider, provider_chain
 from hybridmem.errors import ProviderError
+
+# Errors a bad *input* causes (a lone surrogate the tokenizer cannot encode, a text the model rejects): they say
+# nothing about the provider's health, so they never count toward failover.
+INPUT_ERRORS: tuple[type[BaseException], ...] = (UnicodeError, ValueError, TypeError, KeyError, IndexError)
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """True when ``exc`` was caused by the text embedded, not by the provider (connection, timeout, load error)."""
+    return isinstance(exc, INPUT_ERRORS) and not isinstance(exc, (ProviderError, OSError))
 
 
 @dataclass
@@ -38,6 +48,8 @@ class EmbedderFailover:
         return [p for p in chain if p != name]
 
     def record_error(self, current: Embedder, exc: BaseException) -> Embedder | None | bool:
+        if is_input_error(exc):
+            return False  # one bad query must not switch the provider off for everyone
         self.consecutive += 1
         if self.consecutive < self.threshold:
             return False

@@ -22,12 +22,20 @@ from hybridmem.config import MAX_QUERY_CHARS, Settings
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates
-from hybridmem.retrieve.failover import EmbedderFailover
+from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
-from hybridmem.retrieve.legs import Scope, build_candidates, chunk_infos, keyword_leg, vector_leg
+from hybridmem.retrieve.legs import (
+    Scope,
+    build_candidates,
+    chunk_infos,
+    keyword_leg,
+    vector_leg,
+)
 from hybridmem.retrieve.vectors import VectorMatrix
+from hybridmem.sessions import replace_surrogates
 from hybridmem.store import Store
 
+_OPTIMISTIC_TRIES = 3  # lock-free attempts before a search reads inside one transaction
 Identity = Callable[[], tuple[str, str, str, int]]  # (provider, model, provider_key, dims) the index was built with
 VectorSearch = Callable[[np.ndarray, int, "str | None", "str | None"], list[tuple[int, float]]]
 
@@ -71,12 +79,15 @@ class Retriever:
     # -- query embedding -----------------------------------------------------------------------------------------
     def embed_query(self, query: str) -> np.ndarray | None:
         """The query vector, or None (keyword-only for this query) when the provider fails. After repeated failures
-        the next provider of the chain takes over and ``on_provider_switch`` is called."""
+        the next provider of the chain takes over and ``on_provider_switch`` is called. An error the query's own text
+        caused (see :func:`~hybridmem.retrieve.failover.is_input_error`) answers keyword-only and counts for nothing."""
         embedder = self.embedder.get()
         try:
             qv = embedder.embed_query(query[:MAX_QUERY_CHARS])  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
             self.vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
+            if is_input_error(exc):
+                return None  # this query's text, not the provider: nothing to count, nothing to switch
             if self._failover is None:
                 self._failover = EmbedderFailover(self.settings.embedding)
             replacement = self._failover.record_error(embedder, exc)  # type: ignore[arg-type]
@@ -105,17 +116,20 @@ class Retriever:
 
     def matrix(self) -> VectorMatrix:
         """The in-memory vector matrix of the current generation, loaded now if needed."""
-        gen = self._generation()
-        with self._lock:
-            if self._matrix is None or self._matrix_gen != gen:
-                name, model, key, _ = self._identity()
-                ids, mat, sources, paths = self.store.load_vectors(name, model, key)
-                store_cfg = self.settings.store
-                self._matrix = VectorMatrix(ids, mat, sources, paths, int8_min_rows=store_cfg.int8_min_rows,
-                                            rescore_min=store_cfg.rescore_min, rescore_factor=store_cfg.rescore_factor,
-                                            prefilter_dims=store_cfg.prefilter_dims)
-                self._matrix_gen = gen
-            return self._matrix
+        ready, ready_gen = self._matrix, self._matrix_gen
+        if ready is not None and ready_gen == self._generation():
+            return ready
+        name, model, key, _ = self._identity()
+        with self.store.snapshot():  # the label and the vectors from one committed state
+            gen = self._generation()
+            ids, mat, sources, paths = self.store.load_vectors(name, model, key)
+        store_cfg = self.settings.store
+        matrix = VectorMatrix(ids, mat, sources, paths, int8_min_rows=store_cfg.int8_min_rows,
+                              rescore_min=store_cfg.rescore_min, rescore_factor=store_cfg.rescore_factor,
+                              prefilter_dims=store_cfg.prefilter_dims)
+        with self._lock:  # never held while the store is read (a search in a read transaction holds the store)
+            self._matrix, self._matrix_gen = matrix, gen
+        return matrix
 
     def vector_search_label(self) -> str:
         """How vector queries are served, for ``status()``: sqlite-vec, memory (exact; int8-bounded when the int8
@@ -140,8 +154,10 @@ class Retriever:
             pending = self._keywords_build
             if pending is None or pending[0] != gen:
 
-                def build(gen: str = gen) -> None:
-                    self._keywords = (gen, KeywordIndex.build(*self.store.keyword_rows()))
+                def build() -> None:
+                    with self.store.snapshot():  # the label and the rows from one committed state
+                        label, rows = self._generation(), self.store.keyword_rows()
+                    self._keywords = (label, KeywordIndex.build(*rows))
 
                 pending = (gen, SecondCallBuild("keywords", build, enabled=self.settings.store.keyword_memory))
                 self._keywords_build = pending
@@ -175,20 +191,38 @@ class Retriever:
         t = timings if timings is not None else {}
         if not isinstance(query, str):
             raise HybridMemError(f"query must be a string, not {type(query).__name__}")
+        query = clean_query(query)
+        qv = query_vector
+        if vector and qv is None and query.strip() and self.embedder.get() is not None:
+            t0 = time.perf_counter()
+            qv = self.embed_query(query)
+            t["embed"] = (time.perf_counter() - t0) * 1000
+        # One generation from the first read to the last: chunk ids from the legs must name the chunks loaded after
+        # them. Every commit that changes chunks bumps the generation (and it never goes back), so an unchanged
+        # generation proves no commit fell in between; after a few collisions with a busy writer, one read
+        # transaction holds the state still.
+        for _ in range(_OPTIMISTIC_TRIES):
+            gen = self._generation()
+            cands = self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t)
+            if self._generation() == gen:
+                return cands
+        with self.store.snapshot():
+            return self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t)
+
+    def _retrieve_at_one_generation(
+        self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,
+        qv: np.ndarray | None, t: dict[str, float],
+    ) -> Candidates:
         tok = self.settings.tokenizer
         t0 = time.perf_counter()
         kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory()) if keyword else []
         t["keyword"] = (time.perf_counter() - t0) * 1000
         vec: list = []
         vector_searched = False
-        if vector and query.strip() and (query_vector is not None or self.embedder.get() is not None):
+        if vector and qv is not None and query.strip():
             t0 = time.perf_counter()
-            qv = query_vector if query_vector is not None else self.embed_query(query)
-            t["embed"] = (time.perf_counter() - t0) * 1000
-            t0 = time.perf_counter()
-            search_fn = self.vector_search() if qv is not None else None
-            if search_fn is not None and self._matrix is not None and len(self._matrix) and \
-                    self._matrix.matrix.shape[1] != qv.shape[0]:
+            search_fn = self.vector_search()
+            if self._matrix is not None and len(self._matrix) and self._matrix.matrix.shape[1] != qv.shape[0]:
                 self.vector_error = (f"the index holds {self._matrix.matrix.shape[1]}-dim vectors but the query "
                                      f"embedder gives {qv.shape[0]}: rebuild with `hybridmem index --rebuild`")
                 search_fn = None
@@ -206,3 +240,9 @@ class Retriever:
         vec = [h for h in vec if h.chunk_id in chunks]
         return build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
 
+
+
+def clean_query(query: str) -> str:
+    """``query`` with lone surrogates replaced by U+FFFD, so neither leg (nor the embedder) meets text no UTF-8
+    encoder accepts."""
+    return replace_surrogates(query)[0]

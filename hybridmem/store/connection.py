@@ -7,15 +7,67 @@ The stdlib ``sqlite3`` of many Python builds cannot load extensions; :func:`conn
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from hybridmem.config import DEFAULT_STORE
-from hybridmem.errors import IndexCorruptError
+from hybridmem.config import DEFAULT_STORE, INDEX_DIRNAME
+from hybridmem.errors import HybridMemError, IndexCorruptError
 
 DRIVERS = ("sqlean", "pysqlite3", "sqlite3")
+SQLITE_HEADER = b"SQLite format 3\x00"
+SOURCE_SUFFIXES = (".md", ".markdown", ".jsonl", ".txt", ".toml")
+
+
+class NotAnIndexError(HybridMemError):
+    """The index path names a file that is not a hybridmem index (a memory file, another database): never written."""
+
+
+def refuse_non_index(path: str | Path) -> None:
+    """Raise :class:`NotAnIndexError` when ``path`` exists and is not an index, so nothing is ever written over it.
+
+    A file is taken for a (possibly corrupt) index when it starts with the SQLite header, or when it lies in our own
+    ``.hybridmem`` folder (an index whose header was overwritten). Anything else (``MEMORY.md``, notes, settings) is
+    refused, and so is a memory-like name (``.md``, ``.jsonl``...) even when empty or absent.
+    """
+    p = Path(path)
+    what = f"{p} is not a hybridmem index"
+    if p.suffix.lower() in SOURCE_SUFFIXES:
+        raise NotAnIndexError(f"{what} (a {p.suffix} file); refusing to use it as one: give --index a path of its own, "
+                              f"such as WORKSPACE/{INDEX_DIRNAME}/index.sqlite")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return
+    if head and head != SQLITE_HEADER[: len(head)] and p.parent.name != INDEX_DIRNAME:
+        raise NotAnIndexError(f"{what} (not an SQLite database); refusing to open or overwrite it: give --index a path "
+                              "of its own")
+    if head == SQLITE_HEADER:  # a database: ours has a meta table (or is still empty); read without writing a byte
+        try:
+            db = sqlite3.connect(f"file:{p.absolute()}?mode=ro", uri=True)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                names = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return  # unreadable: a corrupt index, for the caller to report
+        if version == 0 and names and "meta" not in names:
+            raise NotAnIndexError(f"{what}: it is an SQLite database but not a hybridmem index (tables "
+                                  f"{', '.join(names[:5])}); refusing to write into it: give --index a path of its own")
+
+
+def read_only_reason(path: str | Path) -> str | None:
+    """Why the index at ``path`` cannot be written (a read-only file, folder or mount), or None."""
+    p = Path(path)
+    if p.exists() and not os.access(p, os.W_OK):
+        return f"the index file {p} is read-only"
+    if p.exists() and not os.access(p.parent, os.W_OK | os.X_OK):
+        return f"the folder {p.parent} is read-only"
+    return None
 
 
 @dataclass(frozen=True)
@@ -36,11 +88,25 @@ def _load_driver(name: str) -> Any:
     return sqlite3
 
 
-def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS) -> Connection:
+def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS,
+            read_only: bool = False) -> Connection:
     """Open ``path`` with the first driver that can load sqlite-vec; else the first that opens it at all.
 
-    WAL journaling and a busy timeout are set, so readers keep working while a writer syncs.
+    WAL journaling and a busy timeout are set, so readers keep working while a writer syncs. ``read_only`` opens with
+    ``mode=ro`` (``immutable=1`` when even the write-ahead log's shared memory cannot be created, as on a read-only
+    mount).
     """
+    if read_only:
+        for query in ("mode=ro", "immutable=1"):
+            conn = connect(f"file:{Path(path).absolute()}?{query}", busy_timeout_ms, drivers)
+            try:
+                conn.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return conn
+            except Exception as exc:  # noqa: BLE001 - "unable to open database file": the -shm cannot be made
+                conn.db.close()
+                if query == "immutable=1" or is_corruption(exc):
+                    raise
+        raise AssertionError("unreachable")
     errors: list[str] = []
     fallback: tuple[Any, str] | None = None
     for name in drivers:
@@ -49,7 +115,8 @@ def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
             continue
-        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None)
+        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
+                         uri=str(path).startswith("file:"))
         try:
             db.enable_load_extension(True)
             import sqlite_vec
@@ -77,9 +144,9 @@ def _pragmas(db: Any, busy_timeout_ms: int) -> None:
     db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     try:
         db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
     except Exception:  # noqa: BLE001 - in-memory databases and read-only media keep their journal mode
         pass
-    db.execute("PRAGMA synchronous = NORMAL")
     db.execute("PRAGMA foreign_keys = ON")
 
 

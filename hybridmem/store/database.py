@@ -12,32 +12,58 @@ runs an exact numpy scan (``status()['vector_backend'] == 'numpy'``).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from hybridmem.config import DEFAULT_STORE
-from hybridmem.errors import IndexCorruptError
-from hybridmem.store.connection import DRIVERS, connect, is_corruption, prefix_bound
+from hybridmem.errors import HybridMemError, IndexCorruptError
+from hybridmem.store.cache import EmbeddingCacheMixin
+from hybridmem.store.connection import (
+    DRIVERS,
+    connect,
+    is_corruption,
+    prefix_bound,
+    read_only_reason,
+    refuse_non_index,
+)
+from hybridmem.store.health import HealthMixin
 from hybridmem.store.schema import MIGRATIONS
+
+def _creatable(path: Path) -> None:
+    """Make the index's folder; a read-only place is one sentence, not a traceback."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise PermissionError(13, "the folder is read-only")
+    except OSError as exc:
+        raise HybridMemError(f"cannot create the index {path}: {exc.strerror or exc}; give --index a writable "
+                             "path") from None
 
 
 _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
 
-class Store:
+class Store(EmbeddingCacheMixin, HealthMixin):
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS) -> None:
         self.path = str(path)
+        self.read_only: str | None = None  # why this index cannot be written (searches still work), or None
+        self._identity: tuple[int, int] | None = None
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            refuse_non_index(self.path)
+            self.read_only = read_only_reason(self.path)
+            if self.read_only is None:
+                _creatable(Path(self.path))
         self._lock = threading.RLock()
         try:
-            self._conn = connect(self.path, busy_timeout_ms, drivers)
+            self._conn = connect(self.path, busy_timeout_ms, drivers, read_only=self.read_only is not None)
         except Exception as exc:
             if is_corruption(exc):
                 raise IndexCorruptError(
@@ -54,6 +80,7 @@ class Store:
                     f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
                 ) from None
             raise
+        self._identity = self._file_identity()
 
     # -- connection --------------------------------------------------------------------------------------------
     @property
@@ -74,6 +101,11 @@ class Store:
 
     def _migrate(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if self.read_only is not None:
+            if version < MIGRATIONS[-1][0]:
+                raise IndexCorruptError(f"{self.read_only} and needs building or upgrading first; nothing to search")
+            self._db.execute("SELECT count(*) FROM chunks").fetchone()
+            return
         for number, script in MIGRATIONS:
             if number > version:
                 with self.transaction():
@@ -100,6 +132,29 @@ class Store:
     def transaction(self) -> "_Tx":
         """``with store.transaction(): ...`` runs the block in one write transaction."""
         return Store._Tx(self)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """``with store.snapshot(): ...``: every read of the block sees one committed state (a read transaction).
+        Holds this store's lock throughout; re-entrant (an inner snapshot joins the outer one)."""
+        with self._lock:
+            if self._db.in_transaction:
+                yield
+                return
+            self._db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._db.execute("COMMIT")
+
+    def generation(self) -> int:
+        """The index generation: a counter every write transaction that changes chunks bumps."""
+        return int(self.get_meta("generation", "0") or 0)
+
+    def bump_generation(self) -> None:
+        """Count one change of the chunks. Call inside the write transaction that makes it."""
+        self._db.execute("INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE SET "
+                         "value = CAST(value AS INTEGER) + 1")
 
     # -- meta ----------------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -210,55 +265,6 @@ class Store:
         self._db.execute("DELETE FROM chunks_fts")
         self._db.execute("DROP TABLE IF EXISTS chunks_vec")
         self._db.execute("DELETE FROM meta WHERE key = 'vec_dims'")
-
-    # -- embedding cache -----------------------------------------------------------------------------------------
-    def cache_get(self, provider: str, model: str, provider_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(hashes))
-        with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                marks = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? AND provider_key = ?"
-                    f" AND hash IN ({marks})",
-                    (provider, model, provider_key, *part),
-                ).fetchall()
-                for h, blob in rows:
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
-
-    def cache_put(self, provider: str, model: str, provider_key: str, items: dict[str, np.ndarray]) -> None:
-        now = time.time()
-        with self._lock:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (provider, model, provider_key, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes(), now)
-                    for h, v in items.items()
-                ],
-            )
-
-    def cache_rows(self) -> Iterator[tuple]:
-        """Every cache row, for seeding a rebuilt index."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT provider, model, provider_key, hash, dims, embedding, updated_at FROM embedding_cache"
-            ).fetchall()
-        return iter(rows)
-
-    def cache_insert_rows(self, rows: Iterable[tuple]) -> None:
-        with self._lock:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO embedding_cache(provider, model, provider_key, hash, dims, embedding, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-
-    def cache_count(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]
 
     # -- reads ---------------------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:

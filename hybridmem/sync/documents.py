@@ -72,22 +72,30 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> P
     return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
 
 
+EMBED_COMMIT_CHUNKS = 512  # texts embedded between two commits of the embedding cache
+
+
 def embed_with_cache(
-    store: Store, embedder: Embedder, texts_by_hash: dict[str, str], progress: Progress | None = None
+    store: Store, embedder: Embedder, texts_by_hash: dict[str, str], progress: Progress | None = None,
+    commit_every: int = EMBED_COMMIT_CHUNKS,
 ) -> tuple[dict[str, np.ndarray], int, int]:
-    """Vectors for every hash: cached ones reused, the rest embedded in batches and cached. Returns
-    ``(vectors, embedded, cache_hits)``."""
+    """Vectors for every hash: cached ones reused, the rest embedded ``commit_every`` texts at a time, each slice
+    committed to the cache as soon as it is embedded (a huge file makes progress and saves as it goes: a sync killed
+    halfway resumes from the cache). Returns ``(vectors, embedded, cache_hits)``."""
     key = (embedder.name, embedder.model, embedder.provider_key)
     cached = store.cache_get(*key, list(texts_by_hash))
     dims = embedder.dims
     cached = {h: v for h, v in cached.items() if v.shape[0] == dims}  # a same-named model with other dims: re-embed
     missing = [h for h in texts_by_hash if h not in cached]
-    if missing:
-        cb = (lambda done, total: progress("embed", done, total)) if progress else None
-        mat = embedder.embed_documents([texts_by_hash[h] for h in missing], progress=cb)
-        fresh = {h: mat[i] for i, h in enumerate(missing)}
+    for start in range(0, len(missing), commit_every):
+        part = missing[start : start + commit_every]
+        cb = (lambda done, _total, s=start: progress("embed", s + done, len(missing))) if progress else None
+        mat = embedder.embed_documents([texts_by_hash[h] for h in part], progress=cb)
+        fresh = {h: mat[i] for i, h in enumerate(part)}
         store.cache_put(*key, fresh)
         cached.update(fresh)
+        if progress:
+            progress("embed", start + len(part), len(missing))
     return cached, len(missing), len(texts_by_hash) - len(missing)
 
 
@@ -108,6 +116,7 @@ def apply_documents(
     for path in deleted:
         with store.transaction():
             store.delete_file(path)
+            store.bump_generation()
     total = len(changed)
     for start in range(0, total, batch_files):
         batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start : start + batch_files]]
@@ -120,6 +129,7 @@ def apply_documents(
         with store.transaction():
             for p, meta in batch:
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
+            store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
             progress("index", min(start + batch_files, total), total)
 

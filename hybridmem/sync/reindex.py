@@ -92,18 +92,27 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
     tmp_path, bak_path = Path(f"{path}{TMP_SUFFIX}"), Path(f"{path}{BAK_SUFFIX}")
     remove_db_files(tmp_path)
     remove_db_files(bak_path)
+    # A live index that fails its check (garbage written inside the file) is rebuilt over: no backup of broken pages,
+    # and its embedding cache is reused only as far as it can be read.
+    healthy = live.healthy()
+    keep_bak = False  # True once the backup is the only good copy left: then it must survive
     tmp = Store(tmp_path)
     try:
-        tmp.cache_insert_rows(live.cache_rows())
+        try:
+            tmp.cache_insert_rows(live.cache_rows())
+        except Exception:  # noqa: BLE001 - a corrupt live index: embed again rather than fail the recovery
+            if healthy:
+                raise
         report = build(tmp)
-        old_gen = int(live.get_meta("generation", "0") or 0)
-        tmp.set_meta("generation", max(old_gen, int(tmp.get_meta("generation", "0") or 0)) + 1)
         check(tmp)
-        tmp.checkpoint()
         bak: Store | None = None
-        if keep_backup:
+        if keep_backup and healthy:
             bak = Store(bak_path)
             live.copy_into(bak)
+        # read last, just before the swap: the generation never goes back, so a reader comparing generations never
+        # takes the new content for the old (see Retriever.retrieve)
+        tmp.set_meta("generation", max(_generation(live), tmp.generation()) + 1)
+        tmp.checkpoint()
         try:
             tmp.copy_into(live)
             check(live)
@@ -111,9 +120,11 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
             if bak is not None:
                 try:
                     bak.copy_into(live)
-                except Exception as exc2:  # noqa: BLE001 - report both; the WAL still protects the old content
+                except Exception as exc2:  # noqa: BLE001 - report both; the backup file is kept for a manual restore
+                    keep_bak = True
                     raise ReindexError(f"reindex swap failed ({exc}) and the rollback failed too ({exc2}); the "
-                                       f"previous index is saved in {bak_path}") from exc
+                                       f"previous index is kept in {bak_path}: copy it over {path} to restore "
+                                       "it") from exc
             raise ReindexError(f"reindex swap failed, previous index restored: {exc}") from exc
         finally:
             if bak is not None:
@@ -127,13 +138,21 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
     finally:
         tmp.close()
         remove_db_files(tmp_path)
-        remove_db_files(bak_path)
+        if not keep_bak:
+            remove_db_files(bak_path)
     live.set_meta("last_sync", time.time())
     report.full_reindex = True
     counts = live.counts()
     report.files, report.chunks = counts["files"], counts["chunks"]
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _generation(store: Store) -> int:
+    try:
+        return int(store.get_meta("generation", "0") or 0)
+    except Exception:  # noqa: BLE001 - an unreadable meta page: the rebuilt index starts a new count above 0
+        return 0
 
 
 def quarantine(index_path: str | Path) -> Path | None:

@@ -15,13 +15,24 @@ from typing import Any, Iterable
 from hybridmem import sources as src
 from hybridmem.config import Settings
 from hybridmem.embeddings import LazyEmbedder, embedder_identity
-from hybridmem.errors import WorkspaceError
+from hybridmem.errors import HybridMemError, WorkspaceError
 from hybridmem.records import Document
 from hybridmem.sessions import defer_session_reindex
 from hybridmem.store import Store
-from hybridmem.sync.documents import Progress, SyncReport, apply_documents, document_hash, file_row, sync_documents
+from hybridmem.sync.documents import (
+    Progress,
+    SyncReport,
+    apply_documents,
+    document_hash,
+    file_row,
+    sync_documents,
+)
 from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
+
+
+class ReadOnlyIndexError(HybridMemError):
+    """The index cannot be written (a read-only file, folder or mount); it can still be searched."""
 
 
 class Syncer:
@@ -75,6 +86,7 @@ class Syncer:
             return False
         with self.store.transaction():
             self.store.clear()
+            self.store.bump_generation()
         self.store.ensure_vec_table(dims)
         for k, v in {"settings_hash": current, "provider": name, "model": model, "provider_key": key, "dims": dims,
                      "fts_tokenizer": fts_tokenizer_spec()}.items():
@@ -82,8 +94,8 @@ class Syncer:
         return stored is not None
 
     def _bump(self) -> None:
-        gen = int(self.store.get_meta("generation", "0") or 0) + 1
-        self.store.set_meta("generation", gen)
+        with self.store.transaction():
+            self.store.bump_generation()
         self.store.set_meta("last_sync", time.time())
 
     # -- workspace -----------------------------------------------------------------------------------------------
@@ -92,6 +104,8 @@ class Syncer:
         ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``."""
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
+        if self.store.read_only:
+            raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
         if (force or self.needs_full_reindex()) and self.store.path != ":memory:":
             return atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
                                                                  self.embedder).sync(progress=progress))

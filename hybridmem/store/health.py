@@ -1,0 +1,53 @@
+"""Is the index file still there, and is it sound: file identity, ``quick_check`` and row counts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class HealthMixin:
+    """:class:`~hybridmem.store.Store`'s checks (``path``, ``_identity`` and ``consistency`` come from the store)."""
+
+    path: str
+    _identity: tuple[int, int] | None
+    consistency: Any
+    pragma: Any
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def file_lost(self) -> str | None:
+        """Why the file this store opened is gone (deleted, or replaced by another file), or None."""
+        if self.path == ":memory:" or self._identity is None:
+            return None
+        now = self._file_identity()
+        if now is None:
+            return f"the index file {self.path} was deleted"
+        return None if now == self._identity else f"the index file {self.path} was replaced by another file"
+
+    def healthy(self) -> bool:
+        """True when ``quick_check`` passes and the row counts agree (see :meth:`check`)."""
+        return not self.check()
+
+    def check(self) -> list[str]:
+        """Problems found by ``quick_check`` and the row counts (chunks = FTS rows, embedded = vector rows)."""
+        problems = []
+        try:
+            first = self.pragma("quick_check")
+            if first != "ok":
+                problems.append(f"quick_check failed: {first}")
+            c = self.consistency()
+        except Exception as exc:  # noqa: BLE001 - a page too broken to count is a finding, not a crash
+            return [*problems, f"cannot read the index ({type(exc).__name__}: {exc})"]
+        if not c["quick_check"] and not problems:
+            problems.append("quick_check failed")
+        if c["chunks"] != c["fts_rows"]:
+            problems.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
+        if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
+            problems.append(f"{c['embedded']} embedded chunks but {c['vec_rows']} vector rows")
+        return problems
