@@ -95,7 +95,7 @@ QUERY_TEXTS = ["retry backoff for the payment processor", "", " ", "thanh toán 
 
 
 def _encode(embedder, text):  # noqa: ANN001, ANN202 - the peer is the model's own encode
-    return embedder._st.encode([text], convert_to_numpy=True, normalize_embeddings=False,  # noqa: SLF001
+    return embedder._model.encode([text], convert_to_numpy=True, normalize_embeddings=False,  # noqa: SLF001
                                show_progress_bar=False)
 
 
@@ -135,7 +135,7 @@ def test_onnx_query_vectors_match_encode_within_tolerance(onnx_embedder, monkeyp
     onnx = onnx_embedder.onnx
     assert onnx_embedder.runtime.startswith("onnxruntime") and 0 <= onnx.max_diff <= ONNX_TOLERANCE
     wants = {text: _encode(onnx_embedder, text) for text in QUERY_TEXTS}
-    st = onnx_embedder._st  # noqa: SLF001
+    st = onnx_embedder._model  # noqa: SLF001
 
     def no_torch(features):  # noqa: ANN001, ANN202
         raise AssertionError("torch answered a one-text call while the ONNX copy is ready")
@@ -196,7 +196,7 @@ def test_an_onnx_copy_that_differs_is_refused_and_torch_answers(demo_index, monk
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", Drifting)
     embedder = demo_index.embedder
-    runner = _OnnxQueryModel(embedder._st)  # noqa: SLF001 - a fresh one, the shared one may be built already
+    runner = _OnnxQueryModel(embedder._model)  # noqa: SLF001 - a fresh one, the shared one may be built already
     monkeypatch.setattr(type(embedder), "onnx", property(lambda self: runner))
     for text in QUERY_TEXTS:
         fast = embedder.embed_batch([text], is_query=True)
@@ -213,7 +213,7 @@ def test_without_onnxruntime_torch_answers_and_says_why(demo_index, monkeypatch)
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     embedder = demo_index.embedder
-    runner = _OnnxQueryModel(embedder._st)  # noqa: SLF001
+    runner = _OnnxQueryModel(embedder._model)  # noqa: SLF001
     monkeypatch.setattr(type(embedder), "onnx", property(lambda self: runner))
     for text in QUERY_TEXTS[:3]:
         fast = embedder.embed_batch([text], is_query=True)
