@@ -21,6 +21,7 @@ st.set_page_config(page_title="hybridmem workbench", page_icon=":material/manage
 PAGES = [
     st.Page("hybridmem/workbench/search.py", title="Search inspector", icon=":material/search:",
             url_path="search", default=True),
+    st.Page("hybridmem/workbench/queries.py", title="Agent queries", icon=":material/history:", url_path="queries"),
     st.Page("hybridmem/workbench/fusion.py", title="Fusion compare", icon=":material/compare_arrows:",
             url_path="fusion"),
     st.Page("hybridmem/workbench/sweeps.py", title="Sweeps", icon=":material/tune:", url_path="sweeps"),
