@@ -7,6 +7,7 @@ and use the counting :class:`HashEmbedder` for speed (the real model runs in ``t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -366,7 +367,6 @@ def _label_workspace(tmp_path: Path) -> Path:
 
 
 def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
-    import json
     import subprocess
     import sys
 
@@ -420,3 +420,32 @@ def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     config_line = next(x for x in out.splitlines() if x.startswith("config:"))
     assert f"weights={best}/" in config_line
     assert "min_score=0.0" in config_line
+
+
+def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_path):
+    from hybridmem.querylog import QueryLog, log_path
+
+    ws = _label_workspace(tmp_path)
+    log = QueryLog(log_path(ws))
+    log.search("claude", "when does the TLS cert expire", {}, "h", [("memory/2026-01-02.md#L1-L4", 0.9)])
+    log.get("claude", "memory/2026-01-02.md", 3, 2)
+    log.search("claude", "retry policy for payments", {}, "h", [("memory/ops.md#L1-L4", 0.8)])
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    at.switch_page("hybridmem/workbench/queries.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Agent queries"
+    shown = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert shown[0].startswith("**retry policy for payments** :gray-badge[not labeled]")  # newest first
+    assert any("`memory/2026-01-02.md#L3-L4` (result #1) :orange-badge[suggested relevant]" in m.value
+               for m in at.markdown)
+    assert not (ws / ".hybridmem-labels").exists()  # a suggestion is not a judgment
+    at.button(key="qlog_accept_1_0").click().run()
+    rows = [json.loads(x) for x in (ws / ".hybridmem-labels" / "judgments.jsonl").read_text().splitlines()]
+    assert rows == [{"query_id": "u001", "path": "memory/2026-01-02.md", "start_line": 3, "end_line": 4, "grade": 1}]
+    assert any(":green-badge[accepted]" in m.value for m in at.markdown)
+    at.button(key="qlog_label_0").click().run()  # one click: the logged query opens in the inspector
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Search inspector" and at.text_input(key="inspector_query").value == \
+        "retry policy for payments"

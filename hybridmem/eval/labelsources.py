@@ -86,7 +86,8 @@ def logged_queries(workspace: str | Path) -> list[LoggedQuery]:
     out = [LoggedQuery(str(r.get("id", "")), str(r.get("time", "")), str(r.get("client", "")), str(r["query"]),
                        tuple(x.get("citation", "") for x in r.get("results", [])), tuple(reads.get(r.get("id"), ())))
            for r in searches]
-    return sorted(out, key=lambda q: q.time, reverse=True)
+    order = sorted(range(len(out)), key=lambda i: (out[i].time, i), reverse=True)  # later lines win time ties
+    return [out[i] for i in order]
 
 
 # -- imports -------------------------------------------------------------------------------------------------------
