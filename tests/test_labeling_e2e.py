@@ -27,8 +27,14 @@ FILES = {
     "memory/2026-02-10.md": "# Feb 10\n\nThe TLS handshake failed on staging: wrong certificate chain.\n",
     "memory/ops.md": "# Ops\n\nRetry backoff for payments: 3 attempts, 2 s apart.\nDeploys are blue-green.\n",
 }
-IDLE = "() => !document.querySelector('[data-testid=\"stSpinner\"]') && " \
-       "!document.querySelector('[data-testid=\"stStatusWidget\"] button')"
+IDLE = ("() => document.querySelector('[data-testid=\"stApp\"]')?.getAttribute('data-test-script-state') "
+        "=== 'notRunning' && !document.querySelector('[data-testid=\"stSpinner\"]')")
+
+
+def _settle(page, timeout_ms: int = 240_000) -> None:  # noqa: ANN001
+    """Wait until the script has finished its rerun (Streamlit marks the app root)."""
+    page.wait_for_timeout(150)
+    page.wait_for_function(IDLE, timeout=timeout_ms)
 
 
 def _judgments(ws: Path) -> int:
@@ -56,24 +62,31 @@ def test_label_two_queries_in_the_browser_then_evaluate(server, browser, tmp_pat
     page.wait_for_selector('[data-testid="stSidebar"]', timeout=240_000)
     page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
     page.get_by_role("option", name="Your folder or BEIR directory").click()
-    page.get_by_label("Folder path").fill(str(ws))
-    page.get_by_label("Folder path").press("Enter")
+    page.get_by_role("textbox", name="Folder path").fill(str(ws))
+    page.get_by_role("textbox", name="Folder path").press("Enter")
     page.wait_for_selector("text=Type a query", timeout=120_000)
+    _settle(page)
 
     clicks, loads = [], []
     for query, n_relevant in (("TLS certificate", 2), ("editor theme", 1)):
         t0 = time.perf_counter()
-        page.get_by_label("Query", exact=True).fill(query)
-        page.get_by_label("Query", exact=True).press("Enter")
+        page.get_by_role("textbox", name="Query", exact=True).fill(query)
+        page.get_by_role("textbox", name="Query", exact=True).press("Enter")
         page.get_by_role("tab", name="Label (pooled)").wait_for(timeout=120_000)
-        page.get_by_role("tab", name="Label (pooled)").click()
-        page.wait_for_selector("text=still unjudged", timeout=120_000)
+        _settle(page)
         loads.append(time.perf_counter() - t0)
         for i in range(n_relevant):
             before = _judgments(ws)
-            page.get_by_role("button", name="Relevant", exact=True).nth(i).click()
-            clicks.append(_wait_for(lambda: _judgments(ws) == before + 1))
-            page.wait_for_function(IDLE, timeout=60_000)
+            page.get_by_role("tab", name="Label (pooled)").click()  # the first label adds the query picker above
+            page.wait_for_selector("text=still unjudged", timeout=60_000)
+            page.get_by_role("tabpanel").get_by_role("button", name="Relevant", exact=True).nth(i).click()
+            try:
+                clicks.append(_wait_for(lambda: _judgments(ws) == before + 1))
+            except AssertionError:
+                page.screenshot(path=str(ARTIFACTS / "labeling-failed.png"), full_page=True)
+                raise AssertionError(f"query {query!r}, click {i}: no judgment saved (see labeling-failed.png)")
+            _settle(page)
+    page.get_by_role("tab", name="Label (pooled)").click()
     page.wait_for_timeout(800)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "labeling.png"), full_page=True)
@@ -84,7 +97,7 @@ def test_label_two_queries_in_the_browser_then_evaluate(server, browser, tmp_pat
     page.get_by_role("link", name="Evaluation").click()  # same session: the sidebar keeps the folder
     page.wait_for_selector("text=labeled queries", timeout=240_000)
     page.wait_for_selector('[data-testid="stDataFrame"]', state="attached", timeout=240_000)
-    page.wait_for_function(IDLE, timeout=240_000)
+    _settle(page)
     page.wait_for_timeout(800)
     page.screenshot(path=str(ARTIFACTS / "labeling-evaluation.png"), full_page=True)
     text = page.inner_text("body")
