@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from hybridmem.querylog import QueryLog, log_path
+
 from test_app_e2e import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, browser, server  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow,
@@ -57,6 +59,10 @@ def test_label_two_queries_in_the_browser_then_evaluate(server, browser, tmp_pat
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text, encoding="utf-8")
     (ws / "hybridmem.toml").write_text("[embedding]\nprovider = \"none\"\n")
+    log = QueryLog(log_path(ws))
+    log.search("claude-code", "when does the api certificate expire", {}, "h", [("memory/2026-01-02.md#L1-L4", 0.9)])
+    log.get("claude-code", "memory/2026-01-02.md", 3, 2)
+    log.search("cursor", "payment retry policy", {}, "h", [("memory/ops.md#L1-L4", 0.8)])
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     page.goto(server)
     page.wait_for_selector('[data-testid="stSidebar"]', timeout=240_000)
@@ -94,6 +100,10 @@ def test_label_two_queries_in_the_browser_then_evaluate(server, browser, tmp_pat
     rows = [json.loads(x) for x in (ws / ".hybridmem-labels" / "judgments.jsonl").read_text().splitlines()]
     assert [(r["query_id"], r["grade"]) for r in rows] == [("u001", 1), ("u001", 1), ("u002", 1)]
 
+    page.get_by_role("link", name="Agent queries").click()
+    page.wait_for_selector("text=suggested relevant", timeout=60_000)
+    _settle(page)
+    page.screenshot(path=str(ARTIFACTS / "agent-queries.png"), full_page=True)
     page.get_by_role("link", name="Evaluation").click()  # same session: the sidebar keeps the folder
     page.wait_for_selector("text=labeled queries", timeout=240_000)
     page.wait_for_selector('[data-testid="stDataFrame"]', state="attached", timeout=240_000)

@@ -17,7 +17,7 @@ from hybridmem.eval.labels import (
 )
 from hybridmem.index import MemoryIndex
 from hybridmem.records import Hit
-from hybridmem.workbench import state
+from hybridmem.workbench import state, views
 
 GRADE_BADGE = {0: ":red-badge[not relevant]", 1: ":green-badge[relevant]", 2: ":green-badge[highly relevant]"}
 
@@ -80,12 +80,13 @@ def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None
     cands = state.retrieve(idx, query, state.pool_for(*configs.values()),
                            any(c.needs_vectors for c in configs.values()))
     items = pool(idx, cands, configs, now=now)
+    tokens = cands.query_tokens
     labeled = store.find(query)
     judgments = store.judgments(labeled.id) if labeled else []
     left = unjudged(items, judgments)
     counts = store.counts()
     c1, c2 = st.columns([5, 1])
-    c1.caption(f"Pool: {len(items)} chunks from the top {POOL_DEPTH} of {', '.join(configs)} · "
+    c1.caption(f"Pool: {len(items)} chunk{'' if len(items) == 1 else 's'} from the top {POOL_DEPTH} of {', '.join(configs)} · "
                f"**{left} still unjudged** · this workspace: {counts['labeled']} labeled queries, "
                f"{counts['judgments']} judgments in `{Path(store.dir).name}/`")
     c2.button("Undo", key="lab_undo", icon=":material/undo:", disabled=not store.can_undo(),
@@ -94,11 +95,13 @@ def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None
         j = judgment_for(it.path, it.start_line, it.end_line, judgments)
         lines_key = _lines_key(query, it.citation)
         with st.container(border=True):
-            a, b, c, d = st.columns([6, 2, 1.2, 1.4], vertical_alignment="center")
+            a, b, c, d = st.columns([5, 1.6, 1.3, 1.6], vertical_alignment="center")
             runs = ", ".join(f"{n} #{r}" for n, r in sorted(it.runs.items(), key=lambda x: x[1]))
             badge = GRADE_BADGE.get(j.grade, GRADE_BADGE[1]) if j else ":gray-badge[unjudged]"
             a.markdown(f"`{it.citation}` {badge}  \n<small>{runs}</small>", unsafe_allow_html=True)
-            a.caption(it.text[:220].replace("\n", " ") + ("…" if len(it.text) > 220 else ""))
+            short = it.text[:240] + ("…" if len(it.text) > 240 else "")
+            a.markdown(f"<div style='font-size:0.85em;opacity:0.8'>{views.highlight(short, tokens)}</div>",
+                       unsafe_allow_html=True)
             b.text_input("Evidence lines", value=f"{it.start_line}-{it.end_line}", key=lines_key,
                          help="The hit's lines by default; narrow them to the lines that answer the query.")
             c.button("Relevant", key=f"lab_rel_{it.citation}", icon=":material/check:", on_click=_judge,
