@@ -24,6 +24,7 @@ PAGES = [
     # copy from the menu and share) from showing "Page not found"
     st.Page(SEARCH, title="Search inspector", icon=":material/search:", url_path="home", default=True),
     st.Page(SEARCH, title="Search inspector", icon=":material/search:", url_path="search", visibility="hidden"),
+    st.Page("hybridmem/workbench/queries.py", title="Agent queries", icon=":material/history:", url_path="queries"),
     st.Page("hybridmem/workbench/fusion.py", title="Fusion compare", icon=":material/compare_arrows:",
             url_path="fusion"),
     st.Page("hybridmem/workbench/sweeps.py", title="Sweeps", icon=":material/tune:", url_path="sweeps"),

@@ -7,6 +7,7 @@ and use the counting :class:`HashEmbedder` for speed (the real model runs in ``t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -344,3 +345,107 @@ def test_highlight_escapes_and_marks():
     query = ("errconnreset", "err", "conn", "reset")
     assert views.highlight("Saw ERR_CONN_RESET", query) == "Saw <mark>ERR_CONN_RESET</mark>"
     assert views.highlight("…ERR_CONN_RESET: conn", query) == "…<mark>ERR_CONN_RESET</mark>: <mark>conn</mark>"
+
+
+# -- labeling a workspace of one's own ---------------------------------------------------------------------------
+LABEL_WS_FILES = {
+    "MEMORY.md": "# Memory\n\nLinh prefers the Gruvbox theme in her editor.\nShe uses a split keyboard.\n",
+    "memory/2026-01-02.md": "# Jan 2\n\nRenewed the TLS certificate for api.example.com.\nIt expires in March.\n",
+    "memory/2026-02-10.md": "# Feb 10\n\nThe TLS handshake failed on staging: wrong certificate chain.\n",
+    "memory/ops.md": "# Ops\n\nRetry backoff for payments: 3 attempts, 2 s apart.\nDeploys are blue-green.\n",
+}
+TOML = "# my workspace settings\n[embedding]\nprovider = \"none\"  # keyword only on this laptop\n"
+
+
+def _label_workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    for rel, text in LABEL_WS_FILES.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text, encoding="utf-8")
+    (ws / "hybridmem.toml").write_text(TOML, encoding="utf-8")
+    return ws
+
+
+def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
+    import subprocess
+    import sys
+
+    ws = _label_workspace(tmp_path)
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    # query 1: two hits judged relevant (one from the results, one from the pool), one judged not relevant
+    at.text_input(key="inspector_query").input("TLS certificate").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("still unjudged" in c.value for c in at.caption)
+    at.button(key="lab_hit_rel_memory/2026-01-02.md#L1-L4").click().run()
+    at.button(key="lab_rel_memory/2026-02-10.md#L1-L3").click().run()
+    at.button(key="lab_not_memory/ops.md#L1-L4").click().run()
+    # query 2: one hit
+    at.text_input(key="inspector_query").input("editor theme").run()
+    at.button(key="lab_hit_rel_MEMORY.md#L1-L4").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = ws / ".hybridmem-labels"
+    queries = [json.loads(x) for x in (labels / "queries.jsonl").read_text().splitlines()]
+    judgments = [json.loads(x) for x in (labels / "judgments.jsonl").read_text().splitlines()]
+    assert [(q["id"], q["text"]) for q in queries] == [("u001", "TLS certificate"), ("u002", "editor theme")]
+    assert [(j["query_id"], j["path"], j["start_line"], j["end_line"], j["grade"]) for j in judgments] == [
+        ("u001", "memory/2026-01-02.md", 1, 4, 1), ("u001", "memory/2026-02-10.md", 1, 3, 1),
+        ("u001", "memory/ops.md", 1, 4, 0), ("u002", "MEMORY.md", 1, 4, 1)]
+    # evaluation scores them at once, with the count and the too-few warning
+    at.switch_page(PAGE["evaluation"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("2 labeled queries" in c.value for c in at.caption)
+    assert any("Only 2 labeled queries" in w.value for w in at.warning)
+    means = frame(at, "eval_means").set_index("config")
+    assert means.loc["keyword", "recall@10"] == 1.0  # every relevant span is found by the keyword leg
+    # a sweep's best point goes to the sidebar (after a min score tweak there) ...
+    at.number_input(key="cfg_min_score").set_value(0.0).run()
+    at.switch_page(PAGE["sweeps"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = frame(at, "sweep_table")
+    best = float(table.loc[table["ndcg@10"].idxmax(), "vector_weight"])
+    at.button(key="sweep_apply").click().run()
+    assert at.session_state["cfg_vector_weight"] == pytest.approx(best)
+    # ... and from there into hybridmem.toml, diff first, comments kept
+    assert any("+min_score = 0.0" in c.value for c in at.code)
+    at.button(key="cfg_save").click().run()
+    assert not at.exception
+    text = (ws / "hybridmem.toml").read_text()
+    assert text.startswith(TOML) and "# keyword only on this laptop" in text
+    assert "min_score = 0.0" in text and text.count("[ranking]") == 1
+    # the CLI's next search ranks with it
+    out = subprocess.run([sys.executable, "-m", "hybridmem.cli", "search", "TLS certificate", str(ws), "--explain"],
+                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    config_line = next(x for x in out.splitlines() if x.startswith("config:"))
+    assert f"weights={best}/" in config_line
+    assert "min_score=0.0" in config_line
+
+
+def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_path):
+    from hybridmem.querylog import QueryLog, log_path
+
+    ws = _label_workspace(tmp_path)
+    log = QueryLog(log_path(ws))
+    log.search("claude", "when does the TLS cert expire", {}, "h", [("memory/2026-01-02.md#L1-L4", 0.9)])
+    log.get("claude", "memory/2026-01-02.md", 3, 2)
+    log.search("claude", "retry policy for payments", {}, "h", [("memory/ops.md#L1-L4", 0.8)])
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    at.switch_page("hybridmem/workbench/queries.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Agent queries"
+    shown = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert shown[0].startswith("**retry policy for payments** :gray-badge[not labeled]")  # newest first
+    assert any("`memory/2026-01-02.md#L3-L4` (result #1) :orange-badge[suggested relevant]" in m.value
+               for m in at.markdown)
+    assert not (ws / ".hybridmem-labels").exists()  # a suggestion is not a judgment
+    at.button(key="qlog_accept_1_0").click().run()
+    rows = [json.loads(x) for x in (ws / ".hybridmem-labels" / "judgments.jsonl").read_text().splitlines()]
+    assert rows == [{"query_id": "u001", "path": "memory/2026-01-02.md", "start_line": 3, "end_line": 4, "grade": 1}]
+    assert any(":green-badge[accepted]" in m.value for m in at.markdown)
+    at.button(key="qlog_label_0").click().run()  # one click: the logged query opens in the inspector
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Search inspector" and at.text_input(key="inspector_query").value == \
+        "retry policy for payments"

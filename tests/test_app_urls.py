@@ -31,7 +31,7 @@ def test_every_page_has_its_own_url_and_search_answers_at_slash_search(monkeypat
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()
     assert not at.exception
-    assert [url for url, *_ in SEEN] == ["", "search", "fusion", "sweeps", "evaluation", "index"]
+    assert [url for url, *_ in SEEN] == ["", "search", "queries", "fusion", "sweeps", "evaluation", "index"]
     assert [url for url, default, *_ in SEEN if default] == [""]
     search = [(url, vis, path) for url, _, vis, path in SEEN if url in ("", "search")]
     assert search == [("", "visible", "hybridmem/workbench/search.py"),

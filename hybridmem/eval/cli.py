@@ -5,6 +5,10 @@ Examples::
     hybridmem eval --dataset scifact --split test --config keyword vector weighted rrf --json
     hybridmem sweep --dataset scifact --param vector_weight=0.3,0.5,0.7 --param bm25_norm=minmax,rank --metric ndcg@10
     hybridmem eval gate --suite eval/suites/ci.toml --baseline eval/baselines/ci.json
+    hybridmem eval --dataset ~/agent/memory              # a workspace's own labels; config 'workspace' = its toml
+    hybridmem eval gate --suite ~/agent/memory --update-baseline
+    hybridmem labels import qmd-fixture.json ~/agent/memory
+    hybridmem labels list ~/agent/memory --json
 """
 
 from __future__ import annotations
@@ -14,12 +18,21 @@ import sys
 from typing import Any
 
 from hybridmem.cli import command, print_json
-from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings, preset
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings
 from hybridmem.errors import HybridMemError
 
 
+def _labeled_workspace(args: argparse.Namespace) -> bool:
+    from hybridmem.eval.gate import is_workspace_suite
+
+    return bool(args.dataset) and not args.queries and not args.judgments and is_workspace_suite(args.dataset)
+
+
 def _settings(args: argparse.Namespace) -> Settings:
-    s = load_settings(args.settings) if args.settings else Settings()
+    if args.settings:
+        s = load_settings(args.settings)
+    else:  # a labeled workspace is evaluated under its own index settings; datasets under the defaults
+        s = load_settings(workspace=args.dataset) if _labeled_workspace(args) else Settings()
     if args.keyword_only:
         s = s.override(embedding={"provider": "none"})
     return s
@@ -42,13 +55,15 @@ def _run_eval(args: argparse.Namespace) -> int:
 
     ev = _evaluator(args)
     metrics = args.metrics or list(DEFAULT_METRICS) + (list(EVIDENCE_METRICS) if ev.dataset.kind == "evidence" else [])
-    configs = args.config or list(DEFAULT_EVAL_CONFIGS)
-    for name in configs:
-        preset(name)
-    split = None if args.split == "all" else args.split
+    from hybridmem.eval.gate import WORKSPACE_CONFIG, resolve_check_configs
+
+    names = args.config or list(DEFAULT_EVAL_CONFIGS) + ([WORKSPACE_CONFIG] if _labeled_workspace(args) else [])
+    configs = resolve_check_configs(names, ev.dataset.workspace)
+    split = None if args.split == "all" or (_labeled_workspace(args) and args.split == "test"
+                                            and "test" not in ev.dataset.splits) else args.split
     result = ev.evaluate(configs, metrics, split=split, categories=args.category, min_score=args.min_score)
     ev.close()
-    cmp = compare(result, baseline=args.baseline_config or configs[0], test=args.test) if len(configs) > 1 else None
+    cmp = compare(result, baseline=args.baseline_config or names[0], test=args.test) if len(configs) > 1 else None
     by_cat = len(set(result.categories)) > 1
     if args.out:
         path = write_report(args.out, result, cmp, ev.dataset, by_category=by_cat)
@@ -63,8 +78,9 @@ def _run_eval(args: argparse.Namespace) -> int:
 def _run_gate(args: argparse.Namespace) -> int:
     from hybridmem.eval.gate import gate
 
-    if not args.suite or not args.baseline:
-        raise HybridMemError("eval gate needs --suite SUITE.toml and --baseline BASELINE.json")
+    if not args.suite:
+        raise HybridMemError("eval gate needs --suite SUITE.toml (or a labeled workspace folder) and --baseline "
+                             "BASELINE.json (a workspace's default: WORKSPACE/.hybridmem-labels/baseline.json)")
     res = gate(args.suite, args.baseline, update=args.update_baseline, progress=not args.json)
     if args.json:
         print_json({"passed": res.passed, "failures": res.failures, "values": res.values,
@@ -95,7 +111,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise HybridMemError("give at least one --param NAME=V1,V2,... (e.g. --param mmr_lambda=0.5,0.7)")
     params = dict(parse_param(p) for p in args.param)
     ev = _evaluator(args)
-    base = preset(args.base)
+    from hybridmem.eval.gate import resolve_check_configs
+
+    base = resolve_check_configs([args.base], ev.dataset.workspace)[args.base]
     if args.optimize:
         res = optimize(ev, params, args.metric, base=base, report_metrics=[args.metric, "recall@100"])
         ev.close()
@@ -126,6 +144,56 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("labels")
+def cmd_labels(args: argparse.Namespace) -> int:
+    """Import labels into a workspace, or list them (:mod:`hybridmem.eval.labels`)."""
+    from hybridmem.eval.labels import LabelStore, labels_dir
+    from hybridmem.eval.labelsources import import_labels
+
+    paths = list(args.paths)
+    if len(paths) > (2 if args.action == "import" else 1):
+        raise HybridMemError(f"labels {args.action}: too many paths {paths}")
+    args.file = paths.pop(0) if args.action == "import" and paths else None
+    args.workspace = paths[0] if paths else "."
+    if args.action == "import":
+        if not args.file:
+            raise HybridMemError("labels import needs a FILE: a QMD fixture (.json), a BEIR folder, or "
+                                 "queries.jsonl + judgments.jsonl")
+        rep = import_labels(args.file, args.workspace)
+        out = {"format": rep.format, "queries": rep.queries, "judgments": rep.judgments, "skipped": list(rep.skipped),
+               "labels": str(labels_dir(args.workspace))}
+        if args.json:
+            print_json(out)
+        else:
+            print(f"imported {rep.judgments} judgments for {rep.queries} queries ({rep.format}) into {out['labels']}")
+            for line in rep.skipped:
+                print(f"skipped: {line}", file=sys.stderr)
+        return 0
+    store = LabelStore(args.workspace)
+    judgments = store.judgments()
+    rows = []
+    for q in store.queries():
+        js = [j for j in judgments if j.query_id == q.id]
+        rows.append({"id": q.id, "text": q.text, "source": q.source, "relevant": sum(j.grade > 0 for j in js),
+                     "not_relevant": sum(j.grade == 0 for j in js),
+                     "evidence": [f"{j.path}#L{j.start_line}-L{j.end_line}" + (" (file)" if j.whole_file else "")
+                                  for j in js if j.grade > 0]})
+    if args.json:
+        print_json({"workspace": str(store.workspace), "labels": str(store.dir), **store.counts(), "queries": rows})
+        return 0
+    if not rows:
+        print(f"no labels in {store.dir}: label queries in the workbench or run `hybridmem labels import`")
+        return 0
+    c = store.counts()
+    print(f"{c['labeled']} labeled queries ({c['queries']} in all), {c['relevant']} relevant and "
+          f"{c['judgments'] - c['relevant']} not-relevant judgments in {store.dir}")
+    for r in rows:
+        print(f"{r['id']}  {r['relevant']} rel / {r['not_relevant']} not  {r['text']}")
+        for e in r["evidence"]:
+            print(f"      {e}")
+    return 0
+
+
 def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--dataset", default=None, help="demo, scifact, locomo, cranfield, xquad-<lang>, or a path")
     sp.add_argument("--queries", default=None, help="queries.jsonl for a plain workspace folder")
@@ -150,8 +218,9 @@ def add_parsers(sub: Any) -> None:
                     help="config the others are tested against (default: the first)")
     sp.add_argument("--test", choices=["ttest", "fisher"], default="ttest", help="significance test")
     sp.add_argument("--out", default=None, help="write a Markdown report here (and .json beside it)")
-    sp.add_argument("--suite", default=None, help="gate: suite TOML")
-    sp.add_argument("--baseline", default=None, help="gate: baseline JSON")
+    sp.add_argument("--suite", default=None, help="gate: suite TOML, or a labeled workspace folder")
+    sp.add_argument("--baseline", default=None,
+                    help="gate: baseline JSON (a workspace's default: WORKSPACE/.hybridmem-labels/baseline.json)")
     sp.add_argument("--update-baseline", dest="update_baseline", action="store_true",
                     help="gate: rewrite the baseline with today's values")
 
@@ -161,6 +230,12 @@ def add_parsers(sub: Any) -> None:
                     help="mmr_lambda, half_life, candidate_multiplier, vector_weight, rrf_k, min_score, bm25_norm")
     sp.add_argument("--metric", default="ndcg@10")
     sp.add_argument("--split", default=None, help="default: train when the dataset has one, else all queries")
-    sp.add_argument("--base", default="weighted", choices=sorted(PRESETS), help="config the grid changes")
+    sp.add_argument("--base", default="weighted", choices=sorted([*PRESETS, "workspace"]),
+                    help="config the grid changes ('workspace': the dataset workspace's hybridmem.toml)")
     sp.add_argument("--optimize", action="store_true", help="best point on train, reported on test")
 
+    sp = sub.add_parser("labels", help="a workspace's own labels: import FILE [WORKSPACE], list [WORKSPACE]")
+    sp.add_argument("action", choices=["import", "list"])
+    sp.add_argument("paths", nargs="*", metavar="FILE|WORKSPACE",
+                    help="import: FILE [WORKSPACE]; list: [WORKSPACE] (default workspace: .)")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")

@@ -18,6 +18,10 @@ Suite (TOML)::
 A check's ``label`` (default: the dataset's name) starts its keys; give checks of one dataset with different
 settings different labels.
 
+A workspace folder with labels (``.hybridmem-labels/``, see :mod:`hybridmem.eval.labels`) is a suite too
+(:func:`workspace_suite`): one check over its labeled queries, ranked with its own ``hybridmem.toml`` (config name
+``workspace``) under its own index settings; its baseline defaults to ``.hybridmem-labels/baseline.json``.
+
 Baseline (JSON): ``{"values": {"<dataset name>/<split>/<config>/<metric>": {"value": v, "tolerance": t}}}``. A key
 measured now but absent from the baseline is reported and passes; a baseline key no longer measured fails (update
 the baseline on purpose with ``--update-baseline`` when the suite changes).
@@ -33,13 +37,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hybridmem.config import Settings, settings_from_dict
+from hybridmem.config import LABELS_DIRNAME, RankConfig, Settings, load_settings, preset, settings_from_dict
 from hybridmem.embeddings import Embedder
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.eval.datasets import load_dataset
 from hybridmem.eval.runner import AUTO, Evaluator
 
 DEFAULT_TOLERANCE = 0.01
+WORKSPACE_CONFIG = "workspace"  # a config name: the ranking of the dataset's workspace's own hybridmem.toml
+WORKSPACE_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
 
 class GateError(HybridMemError):
@@ -80,7 +86,38 @@ class GateResult:
         return not self.failures
 
 
+def is_workspace_suite(path: str | Path) -> bool:
+    return (Path(path).expanduser() / LABELS_DIRNAME / "queries.jsonl").is_file()
+
+
+def workspace_suite(workspace: str | Path, tolerance: float = DEFAULT_TOLERANCE) -> Suite:
+    """A labeled workspace as a suite: every labeled query, its own settings and ranking (see module doc)."""
+    ws = Path(workspace).expanduser().resolve()
+    check = Check(str(ws), None, [WORKSPACE_CONFIG], list(WORKSPACE_METRICS), {}, {}, "workspace")
+    return Suite(ws, [check], tolerance, load_settings(workspace=ws))
+
+
+def default_baseline(suite_path: str | Path) -> Path | None:
+    """Where a workspace suite's baseline lives (None for a suite file: give ``--baseline``)."""
+    return Path(suite_path).expanduser() / LABELS_DIRNAME / "baseline.json" if is_workspace_suite(suite_path) else None
+
+
+def resolve_check_configs(names: list[str], workspace: Path | None) -> dict[str, RankConfig]:
+    """Preset names, and ``workspace``: the ranking of ``workspace``'s ``hybridmem.toml``."""
+    out = {}
+    for n in names:
+        if n == WORKSPACE_CONFIG:
+            if workspace is None:
+                raise GateError("the config 'workspace' needs a dataset with a workspace")
+            out[n] = load_settings(workspace=workspace).ranking
+        else:
+            out[n] = preset(n)
+    return out
+
+
 def load_suite(path: str | Path) -> Suite:
+    if is_workspace_suite(path):
+        return workspace_suite(path)
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -121,7 +158,7 @@ def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str |
         if ev is None:
             chosen = None if settings.embedding.provider == "none" else embedder
             ev = evaluators[ev_key] = Evaluator(load_dataset(check.dataset), settings, chosen, cache, progress)
-        res = ev.evaluate(check.configs, check.metrics, split=check.split)
+        res = ev.evaluate(resolve_check_configs(check.configs, ev.dataset.workspace), check.metrics, split=check.split)
         for name, ms in res.means.items():
             for m, v in ms.items():
                 label = check.label or ev.dataset.name
@@ -156,7 +193,7 @@ def check_baseline(values: dict[str, float], baseline: dict[str, Any]) -> tuple[
     return failures, lines
 
 
-def gate(suite_path: str | Path, baseline_path: str | Path, update: bool = False,
+def gate(suite_path: str | Path, baseline_path: str | Path | None, update: bool = False,
          embedder: Embedder | None | str = AUTO, cache: str | Path | None = None, progress: bool = True) -> GateResult:
     """Run the suite and compare with the baseline; ``update`` rewrites the baseline instead (always passes).
 
@@ -165,7 +202,10 @@ def gate(suite_path: str | Path, baseline_path: str | Path, update: bool = False
     """
     t0 = time.perf_counter()
     suite = load_suite(suite_path)
-    bpath = Path(baseline_path)
+    chosen = baseline_path or default_baseline(suite_path)
+    if chosen is None:
+        raise GateError("give --baseline BASELINE.json (only a labeled workspace has a default baseline)")
+    bpath = Path(chosen)
     if not update and not bpath.is_file():
         raise GateError(f"baseline not found: {bpath}; create it with --update-baseline")
     values, tols = run_suite(suite, embedder, cache, progress)

@@ -1,7 +1,8 @@
 """Map ranked chunk hits to judged units (DESIGN.md "Evaluation units").
 
 - documents: a hit's ``path`` is its document id; first occurrence wins.
-- evidence: a hit is relevant to an evidence span when its line span contains the whole span (same path). A hit that
+- evidence: a hit is relevant to an evidence span when its line span contains the whole span (same path), or to a
+  whole-file unit (``Evidence.whole``) when it is in that file. A hit that
   contains no not-yet-seen judged unit still takes a rank, as a placeholder ``chunk:<id>`` (never relevant), so
   rank-based metrics count it as a miss.
 
@@ -44,7 +45,8 @@ def judged_units(
         return ranked, first
     spans = [(u, evidence[u]) for u in judged]
     for pos, (path, cid, s, e) in enumerate(zip(paths, chunk_ids, starts, ends), 1):
-        new = [u for u, ev in spans if u not in first and ev.path == path and s <= ev.start and ev.end <= e]
+        new = [u for u, ev in spans if u not in first and ev.path == path
+               and (ev.whole or s <= ev.start and ev.end <= e)]
         for u in new:
             first[u] = pos
         ranked.extend(new if new else [f"chunk:{cid}"])

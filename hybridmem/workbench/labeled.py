@@ -35,10 +35,27 @@ def require_dataset() -> tuple[str, Any]:
     try:
         with st.spinner("Loading the dataset…"):
             name = state.dataset_name(source)
-            return name, state.load_dataset(name)
+            dataset = state.load_dataset(name)
+        if source.own_labels:
+            own_labels_note(dataset)
+        return name, dataset
     except HybridMemError as exc:
         views.fail(state.error_text(exc))
     raise AssertionError("unreachable")  # views.fail stops the page
+
+
+def own_labels_note(dataset: Any) -> None:
+    """How many queries of this workspace are labeled, and a warning when too few for significance."""
+    from hybridmem.eval.labels import MIN_SIGNIFICANT_QUERIES
+
+    n = len(dataset.queries)
+    st.caption(f"This workspace's own labels: {n} labeled quer{'y' if n == 1 else 'ies'} "
+               f"({sum(len(v) for v in dataset.qrels.values())} relevant spans). Label more in the search inspector "
+               "or from Agent queries.")
+    if n < MIN_SIGNIFICANT_QUERIES:
+        st.warning(f"Only {n} labeled quer{'y' if n == 1 else 'ies'}: with fewer than {MIN_SIGNIFICANT_QUERIES}, a "
+                   "difference between configs is rarely significant. Treat these scores as a first look.",
+                   icon=":material/warning:")
 
 
 def evaluator(name: str) -> Any:

@@ -1,4 +1,5 @@
-"""Search inspector: one query, every candidate's scores, and weighted sum against RRF side by side.
+"""Search inspector: one query, every candidate's scores, and weighted sum against RRF side by side; on a memory
+workspace, labeling (each result and each pooled candidate marked relevant or not, see :mod:`.labeling`).
 
 Retrieval runs once per query (cached); every ranking shown is a :meth:`hybridmem.MemoryIndex.rank` call on those
 candidates, so changing the sidebar re-ranks instantly.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from hybridmem.errors import HybridMemError
-from hybridmem.workbench import state, views
+from hybridmem.workbench import labeling, state, views
 
 FUSION_NAMES = {"weighted": "Weighted sum", "rrf": "RRF"}
 
@@ -70,7 +71,10 @@ def render() -> None:
         caption += f" · {len(dataset.qrels.get(qid, {}))} judged units, {len(relevant)} candidate chunks hold one"
     st.caption(caption)
 
-    tab_results, tab_table, tab_compare = st.tabs(["Results", "All candidates", "Weighted sum vs RRF"])
+    workspace = str(idx.workspace) if idx.workspace is not None else None
+    judged = labeling.judgments_for(workspace, query) if workspace else []
+    names = ["Results", "All candidates", "Weighted sum vs RRF"] + (["Label (pooled)"] if workspace else [])
+    tab_results, tab_table, tab_compare, *tab_label = st.tabs(names)
     with tab_results:
         col_hits, col_chart = st.columns([3, 2])
         with col_hits:
@@ -82,6 +86,8 @@ def render() -> None:
                     st.markdown(f"**{h.position}. `{h.citation}`** · score {h.final_score:.3f}{mark}")
                     st.markdown(f"<div style='font-size:0.9em'>{views.highlight(h.snippet, cands.query_tokens)}</div>",
                                 unsafe_allow_html=True)
+                    if workspace:
+                        labeling.hit_buttons(workspace, query, h, judged)
         with col_chart:
             parts = views.contributions(main)
             if parts.empty:
@@ -107,6 +113,12 @@ def render() -> None:
         st.markdown("**Rank movements** (weighted sum → RRF)")
         moves = views.movement_frame(left, right, relevant)
         st.dataframe(views.style_moves(moves), hide_index=True, key="inspector_moves")
+    if tab_label:
+        with tab_label[0]:
+            try:
+                labeling.render_pool(idx, query, cfg, now)
+            except HybridMemError as exc:
+                views.fail(state.error_text(exc))
 
 
 if __name__ == "__main__":

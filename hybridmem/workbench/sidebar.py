@@ -141,8 +141,44 @@ def render_ranking() -> RankConfig:
     return cfg
 
 
+def _save(workspace: str, changes: dict[str, Any]) -> None:
+    from hybridmem.config.write import write_ranking
+
+    try:
+        write_ranking(workspace, changes)
+        st.session_state["cfg_saved"] = f"Saved {len(changes)} setting(s) to {workspace}/hybridmem.toml"
+    except ConfigError as exc:
+        st.session_state["cfg_saved"] = f"Not saved: {exc}"
+
+
+def render_save(source: state.Source, cfg: RankConfig) -> None:
+    """"Save as this workspace's settings": the sidebar's ranking into the folder's ``hybridmem.toml``, diff first."""
+    if source.kind != "folder" or state.check_workspace(source.path) or source.labeled and not source.own_labels:
+        return  # a memory folder only (not a shipped or BEIR dataset)
+    from hybridmem.config.write import CONFIG_FILENAME, ranking_changes, ranking_update, unified_diff
+
+    with st.sidebar.expander("Save as this workspace's settings", icon=":material/save:"):
+        if "cfg_saved" in st.session_state:
+            st.success(st.session_state.pop("cfg_saved"))
+        try:
+            changes = ranking_changes(cfg, source.path, FIELDS)
+            old, new = ranking_update(f"{source.path}/{CONFIG_FILENAME}", changes)
+        except ConfigError as exc:
+            st.error(str(exc))
+            return
+        if not changes:
+            st.caption(f"{CONFIG_FILENAME} already ranks this way: nothing to save.")
+            return
+        st.caption(f"Changes to {CONFIG_FILENAME} (other settings and comments are kept); the CLI and a running "
+                   "MCP server use them from their next call.")
+        st.code(unified_diff(old, new), language="diff")
+        st.button("Save to hybridmem.toml", key="cfg_save", type="primary", on_click=_save,
+                  args=(source.path, changes))
+
+
 def render() -> tuple[state.Source, RankConfig]:
     """Draw the whole sidebar."""
     source = render_source()
     cfg = render_ranking()
+    render_save(source, cfg)
     return source, cfg

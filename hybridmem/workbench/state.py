@@ -69,7 +69,14 @@ class Source:
         if self.kind in ("demo", "locomo", "scifact"):
             return True
         p = Path(self.path)
-        return (p / "queries.jsonl").is_file() or (p / "corpus.jsonl").is_file()
+        return (p / "queries.jsonl").is_file() or (p / "corpus.jsonl").is_file() or self.own_labels
+
+    @property
+    def own_labels(self) -> bool:
+        """True for a memory folder with labels of its own (``.hybridmem-labels/``, a relevant judgment at least)."""
+        from hybridmem.eval.labels import has_labels
+
+        return self.kind == "folder" and bool(self.path) and has_labels(self.path)
 
 
 def default_source() -> Source:
@@ -128,9 +135,22 @@ def make_evaluator(dataset: Any) -> Any:
     return Evaluator(dataset, embedder=shared_embedder(), progress=False)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
+def labels_key(name: str) -> str:
+    """A version of dataset ``name``'s own labels when it is a labeled workspace ("" otherwise): cached datasets and
+    evaluators are keyed by it, so a new label is used at once."""
+    from hybridmem.eval.labels import labels_dir, labels_version
+
+    return labels_version(name) if (labels_dir(name) / "queries.jsonl").is_file() else ""
+
+
 def get_evaluator(name: str) -> Any:
-    """The cached evaluator of dataset ``name``: its index and retrieved candidates live as long as the process."""
+    """The cached evaluator of dataset ``name``: its index and retrieved candidates live as long as the process (or
+    until a labeled workspace's labels change)."""
+    return _get_evaluator(name, labels_key(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _get_evaluator(name: str, version: str) -> Any:
     return make_evaluator(load_dataset(name))
 
 
@@ -188,12 +208,22 @@ def dataset_name(source: Source) -> str:
     return source.kind if source.kind in ("demo", "locomo", "scifact") else source.path
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
 def load_dataset(name: str) -> Any:
     """The labeled :class:`hybridmem.eval.datasets.Dataset` (imported lazily: keeps eval off the first paint)."""
+    return _load_dataset(name, labels_key(name))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load_dataset(name: str, version: str) -> Any:
     from hybridmem.eval.datasets import load_dataset as load
 
     return load(name)
+
+
+def labels_changed() -> None:
+    """Call after writing labels: computed tables (``st.cache_data``) are dropped; datasets and evaluators follow
+    :func:`labels_key` by themselves."""
+    st.cache_data.clear()
 
 
 def dataset_for(source: Source) -> Any | None:

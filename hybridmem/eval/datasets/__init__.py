@@ -1,24 +1,26 @@
 """Labeled datasets in one :class:`Dataset` shape, and :func:`load_dataset` to get one by name or path.
 
 Names: ``demo``, ``scifact``, ``locomo`` (``locomo-all`` keeps category 5), ``cranfield``, ``xquad-<lang>``; or a path
-to a BEIR folder, a workspace dataset folder (``meta.json``), or a LoCoMo-style JSON file.
+to a memory workspace with its own labels (``.hybridmem-labels/``, read fresh on every call: labels change while the
+workbench runs), a BEIR folder, a workspace dataset folder (``meta.json``), or a LoCoMo-style JSON file.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from hybridmem.config import LABELS_DIRNAME
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Evidence, Query, data_dir, parse_time
 from hybridmem.eval.datasets.beir import load_beir, read_qrels
 from hybridmem.eval.datasets.cranfield import load_cranfield
 from hybridmem.eval.datasets.locomo import clean_evidence, load_locomo
-from hybridmem.eval.datasets.workspace import load_demo, load_workspace_dataset
+from hybridmem.eval.datasets.workspace import load_demo, load_labels, load_workspace_dataset
 from hybridmem.eval.datasets.xquad import LANGUAGES, load_xquad
 
 __all__ = [
     "DATASET_NAMES", "Dataset", "Evidence", "LANGUAGES", "Query", "clean_evidence", "data_dir", "load_beir",
-    "load_cranfield", "load_dataset", "load_demo", "load_locomo", "load_workspace_dataset", "load_xquad",
+    "load_cranfield", "load_dataset", "load_demo", "load_labels", "load_locomo", "load_workspace_dataset", "load_xquad",
     "parse_time", "read_qrels",
 ]
 
@@ -33,6 +35,8 @@ def load_dataset(name_or_path: str | Path, queries: str | Path | None = None,
     Raises:
         DatasetError: the name is unknown and the path does not exist; the message lists the names.
     """
+    if not queries and not judgments and (Path(name_or_path).expanduser() / LABELS_DIRNAME / "queries.jsonl").is_file():
+        return load_labels(name_or_path)
     key = (str(name_or_path), str(queries), str(judgments))
     if key in _CACHE:
         return _CACHE[key]

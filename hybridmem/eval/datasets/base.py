@@ -48,11 +48,13 @@ class Query:
 
 @dataclass(frozen=True)
 class Evidence:
-    """An evidence span: lines ``start``..``end`` (1-based, inclusive) of the indexed file ``path``."""
+    """An evidence span: lines ``start``..``end`` (1-based, inclusive) of the indexed file ``path``; ``whole``: the
+    whole file is the unit (file-level labels: any chunk of ``path`` holds it)."""
 
     path: str
     start: int
     end: int
+    whole: bool = False
 
     @property
     def unit_id(self) -> str:

@@ -4,7 +4,8 @@ Layout (the demo set's): ``meta.json`` ``{name, reference_time, workspace, queri
 rows ``{id, text, category, split}``; ``judgments.jsonl`` rows ``{query_id, path, start_line, end_line, grade}`` with
 ``path`` relative to the workspace and lines 1-based inclusive (JSONL line numbers for ``sessions/*.jsonl``). The
 workspace is indexed through ``MemoryIndex(workspace).sync()``, so real files and transcripts go through the real code.
-Without ``meta.json``, ``queries.jsonl`` and ``judgments.jsonl`` are looked for beside the workspace.
+Without ``meta.json``, ``queries.jsonl`` and ``judgments.jsonl`` are looked for beside the workspace. A workspace's
+own labels (``<workspace>/.hybridmem-labels/``, see :mod:`hybridmem.eval.labels`) load with :func:`load_labels`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hybridmem.config import LABELS_DIRNAME
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Evidence, Query, data_dir, parse_time, read_jsonl, read_provenance
 
@@ -48,7 +50,7 @@ def load_workspace_dataset(
             qid = str(r["query_id"])
             if qid not in known:
                 raise DatasetError(f"{jfile}: judgment for unknown query {qid!r}")
-            ev = Evidence(str(r["path"]), int(r["start_line"]), int(r["end_line"]))
+            ev = Evidence(str(r["path"]), int(r["start_line"]), int(r["end_line"]), bool(r.get("whole_file", False)))
             grade = int(r.get("grade", 1))
             if grade > 0:
                 evidence[ev.unit_id] = ev
@@ -61,6 +63,23 @@ def load_workspace_dataset(
                    workspace=workspace.resolve(), evidence=evidence, reference_time=ref,
                    provenance=read_provenance(root),
                    notes=(f"{len(qs) - len(kept)} queries without judgments left out",) if len(kept) < len(qs) else ())
+
+
+def load_labels(workspace: str | Path) -> Dataset:
+    """A workspace's own labels (``<workspace>/.hybridmem-labels/``, written by :mod:`hybridmem.eval.labels`) as a
+    dataset over the workspace itself.
+
+    Raises:
+        DatasetError: the workspace has no labels, or none with a relevant judgment.
+    """
+    root = Path(workspace).expanduser() / LABELS_DIRNAME
+    if not (root / "queries.jsonl").is_file():
+        raise DatasetError(f"{workspace} has no labels yet ({root} is missing): label queries in the workbench's "
+                           "search inspector or run `hybridmem labels import FILE WORKSPACE`")
+    ds = load_workspace_dataset(root, root / "queries.jsonl", root / "judgments.jsonl")
+    if not ds.queries:
+        raise DatasetError(f"{workspace}: no labeled query has a relevant judgment yet")
+    return ds
 
 
 def load_demo() -> Dataset:
