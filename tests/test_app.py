@@ -420,6 +420,14 @@ def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     config_line = next(x for x in out.splitlines() if x.startswith("config:"))
     assert f"weights={best}/" in config_line
     assert "min_score=0.0" in config_line
+    # a fresh session that opens the folder starts from what was saved (preset "workspace")
+    again = page()
+    again.selectbox(key="src_kind").set_value("folder").run()
+    again.text_input(key="src_path").input(str(ws)).run()
+    assert not again.exception, [e.value for e in again.exception]
+    assert again.session_state["cfg_preset"] == "workspace"
+    assert again.session_state["cfg_min_score"] == 0.0
+    assert again.session_state["cfg_vector_weight"] == pytest.approx(best)
 
 
 def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_path):

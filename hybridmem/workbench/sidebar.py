@@ -25,6 +25,9 @@ from hybridmem.errors import ConfigError
 from hybridmem.workbench import state
 
 PRESET_KEY = "cfg_preset"
+WORKSPACE_PRESET = "workspace"  # the chosen folder's own hybridmem.toml ranking, offered beside the presets
+_PRESETS_KEY = "cfg_presets"
+_LOADED_FOR_KEY = "cfg_loaded_for"
 # The RankConfig fields the sidebar edits; each widget's session key is "cfg_<field>".
 FIELDS = (
     "fusion", "vector_weight", "text_weight", "rrf_k", "bm25_norm", "vector_norm", "max_results",
@@ -42,8 +45,44 @@ def _load(cfg: RankConfig) -> None:
         st.session_state[key(f)] = getattr(cfg, f)
 
 
+def _presets() -> dict[str, RankConfig]:
+    return st.session_state.get(_PRESETS_KEY, PRESETS)
+
+
 def _on_preset() -> None:
-    _load(PRESETS[st.session_state[PRESET_KEY]])
+    _load(_presets()[st.session_state[PRESET_KEY]])
+
+
+def _workspace_ranking(source: state.Source) -> RankConfig | None:
+    """The ranking a memory folder's ``hybridmem.toml`` sets, or None (no such file, or not a memory folder)."""
+    if source.kind != "folder" or not source.path or state.check_workspace(source.path):
+        return None
+    from pathlib import Path
+
+    from hybridmem.config import load_settings
+    from hybridmem.config.write import CONFIG_FILENAME
+
+    if not (Path(source.path) / CONFIG_FILENAME).is_file():
+        return None
+    try:
+        return load_settings(workspace=source.path).ranking
+    except ConfigError as exc:
+        st.sidebar.error(f"{CONFIG_FILENAME}: {exc}")
+        return None
+
+
+def _offer_workspace_preset(source: state.Source) -> None:
+    """When a folder with its own ranking settings is chosen, the widgets start from them (preset "workspace")."""
+    own = _workspace_ranking(source)
+    presets = dict(PRESETS, **({WORKSPACE_PRESET: own} if own is not None else {}))
+    st.session_state[_PRESETS_KEY] = presets
+    if st.session_state.get(PRESET_KEY) not in presets:
+        st.session_state[PRESET_KEY] = "default"
+        _load(PRESETS["default"])
+    if own is not None and st.session_state.get(_LOADED_FOR_KEY) != source.path:
+        st.session_state[PRESET_KEY] = WORKSPACE_PRESET
+        _load(own)
+    st.session_state[_LOADED_FOR_KEY] = source.path if own is not None else None
 
 
 def _coerce(field: str, value: Any) -> Any:
@@ -99,13 +138,15 @@ def _on_fusion() -> None:
 
 def render_ranking() -> RankConfig:
     """The ranking widgets; stores the resulting :class:`RankConfig` in session state and returns it."""
+    presets = _presets()
     if key("fusion") not in st.session_state:
         st.session_state.setdefault(PRESET_KEY, "default")
-        _load(PRESETS[st.session_state[PRESET_KEY]])
+        _load(presets[st.session_state[PRESET_KEY]])
     sb = st.sidebar
     sb.header("Ranking")
-    sb.selectbox("Preset", list(PRESETS), key=PRESET_KEY, on_change=_on_preset,
-                 help="Load a preset from hybridmem.config; 'reference' reproduces the reference system.")
+    sb.selectbox("Preset", list(presets), key=PRESET_KEY, on_change=_on_preset,
+                 help="Load a preset from hybridmem.config; 'reference' reproduces the reference system; "
+                      "'workspace' is the chosen folder's own hybridmem.toml.")
     sb.radio("Fusion", FUSION_METHODS, key=key("fusion"), horizontal=True, on_change=_on_fusion,
              format_func={"weighted": "Weighted sum", "rrf": "RRF"}.get)
     c1, c2 = sb.columns(2)
@@ -130,7 +171,7 @@ def render_ranking() -> RankConfig:
         st.slider("MMR lambda", 0.0, 1.0, step=0.05, key=key("mmr_lambda"), disabled=not st.session_state[key("mmr")])
         st.selectbox("MMR similarity", MMR_SIMILARITIES, key=key("mmr_similarity"),
                      disabled=not st.session_state[key("mmr")])
-    base = PRESETS[st.session_state[PRESET_KEY]]
+    base = presets[st.session_state[PRESET_KEY]]
     try:
         cfg = base.replace(**{f: _coerce(f, st.session_state[key(f)]) for f in FIELDS})
     except ConfigError as exc:
@@ -179,6 +220,7 @@ def render_save(source: state.Source, cfg: RankConfig) -> None:
 def render() -> tuple[state.Source, RankConfig]:
     """Draw the whole sidebar."""
     source = render_source()
+    _offer_workspace_preset(source)
     cfg = render_ranking()
     render_save(source, cfg)
     return source, cfg
