@@ -22,7 +22,7 @@ from hybridmem.config.base import (
     QUERY_RUNTIMES, TOKENIZER_VERSION, VECTOR_NORMALIZATIONS, VECTOR_SEARCH_MODES,
 )
 from hybridmem.config.ranking import (
-    DEFAULT_EVAL_CONFIGS, DEFAULT_RANKING, PRESETS, REFERENCE_RANKING, fusion_min_score, preset, RankConfig,
+    CALIBRATED_MIN_SCORE, DEFAULT_EVAL_CONFIGS, DEFAULT_RANKING, MINMAX_RANKING, PRESETS, REFERENCE_RANKING, fusion_min_score, preset, RankConfig,
 )
 from hybridmem.config.sections import (
     DEFAULT_STORE, DOCUMENT_CHUNKING, ChunkingConfig, EmbeddingConfig, ServeConfig, SourcesConfig, StoreConfig,
@@ -33,7 +33,7 @@ from hybridmem.config.settings import (
 )
 
 __all__ = [
-    "BACKEND_RETRY_AFTER_S", "BM25_NORMALIZATIONS", "ChunkingConfig", "DEFAULT_BATCH_SIZE", "DEFAULT_EVAL_CONFIGS",
+    "BACKEND_RETRY_AFTER_S", "BM25_NORMALIZATIONS", "CALIBRATED_MIN_SCORE", "MINMAX_RANKING", "ChunkingConfig", "DEFAULT_BATCH_SIZE", "DEFAULT_EVAL_CONFIGS",
     "DEFAULT_MODEL", "DEFAULT_PROVIDER", "DEFAULT_RANKING", "DEFAULT_STORE", "DOCUMENT_CHUNKING", "EmbeddingConfig",
     "FAILOVER_ERRORS", "FUSION_METHODS", "INDEX_DIRNAME", "INDEX_FILENAME", "MAX_QUERY_CHARS", "MMR_SIMILARITIES",
     "PRESETS", "PROVIDERS", "QUERY_MODES", "QUERY_RUNTIMES", "REFERENCE_RANKING", "RankConfig", "ServeConfig",

@@ -33,7 +33,8 @@ from hybridmem.records import Candidates
 from hybridmem.retrieve import Scope
 
 __all__ = ["ANSWER_METRICS", "NoAnswerSet", "abstention_curve", "abstention_rate", "abstention_table",
-           "locomo_cross", "no_answer_candidates", "no_answer_counts", "no_answer_sets"]
+           "curve_markdown", "locomo_cross", "no_answer_candidates", "no_answer_counts", "no_answer_sets",
+           "table_markdown"]
 
 ANSWER_METRICS = ("ndcg@10", "recall@5", "budget_recall@4000")
 CURVE_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(0, 20))
@@ -169,3 +170,12 @@ def curve_markdown(rows: Sequence[Mapping[str, float]]) -> str:
         lines.append("| " + " | ".join(f"{r[c]:.2f}" if c == "min_score" else f"{r[c]:.4f}" for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
+
+
+def table_markdown(table: Mapping[str, Mapping[str, float]]) -> str:
+    """``{config: {metric: value}}`` as a Markdown table, one row per config."""
+    cols = list(dict.fromkeys(c for row in table.values() for c in row))
+    lines = ["| config | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for name, row in table.items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[c]:.4f}" if c in row else "-" for c in cols) + " |")
+    return "\n".join(lines) + "\n"
