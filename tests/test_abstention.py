@@ -56,7 +56,7 @@ def test_demo_no_answer_rows() -> None:
 
 def test_markdown_tables() -> None:
     assert table_markdown({"a": {"x": 0.5}}) == "| config | x |\n|---|---:|\n| a | 0.5000 |\n"
-    assert curve_markdown([{"min_score": 0.1, "x": 1.0}]).splitlines()[2] == "| 0.10 | 1.0000 |"
+    assert curve_markdown([{"min_score": 0.1, "x": 1.0}]).splitlines()[2] == "| 0.100 | 1.0000 |"
 
 
 def test_abstention_table_on_demo(demo_eval) -> None:

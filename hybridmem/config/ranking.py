@@ -12,7 +12,7 @@ from hybridmem.config.base import (
 from hybridmem.errors import ConfigError
 
 # The default min score on calibrated fused scores (see RankConfig.min_score).
-CALIBRATED_MIN_SCORE = 0.05
+CALIBRATED_MIN_SCORE = 0.04
 
 
 @dataclass(frozen=True)

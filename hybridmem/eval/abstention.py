@@ -167,7 +167,7 @@ def curve_markdown(rows: Sequence[Mapping[str, float]]) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(f"{r[c]:.2f}" if c == "min_score" else f"{r[c]:.4f}" for c in cols) + " |")
+        lines.append("| " + " | ".join(f"{r[c]:.3f}" if c == "min_score" else f"{r[c]:.4f}" for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
 
