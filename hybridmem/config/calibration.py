@@ -17,6 +17,9 @@ SciFact train claims against the demo workspace, the demo set's train no-answer 
 rows weighted to the same total, L2-regularized Newton iterations (:func:`hybridmem.ranking.calibrate.fit_logistic`).
 Coefficients of a raw score are constrained to be >= 0, so a calibrated score never falls as its raw score rises.
 
+multilingual-e5-small's vector fit so far covers the demo set's train split only (its LoCoMo and SciFact indexes were
+not built in time): refit with ``hybridmem eval calibrate --models local e5 --write`` once they exist.
+
 A model with no fit of its own uses :data:`FALLBACK_VECTOR_MODEL`'s (the English MiniLM; other models' cosines may
 sit elsewhere: fit them with ``hybridmem eval calibrate --settings S.toml``).
 """
