@@ -156,13 +156,14 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 def explain_table(hits: Sequence[Any]) -> str:
     """A text table of every candidate with every stage's score, and why it was kept or cut."""
-    head = ["pos", "citation", "vec", "vrank", "text", "trank", "fused", "decay", "decayed", "mmr", "final", "status"]
+    head = ["pos", "citation", "vraw", "vec", "vrank", "traw", "text", "trank", "fused", "decay", "decayed", "mmr",
+            "final", "status"]
     rows = []
     for h in hits:
         status = ("kept" + (" (rescued)" if h.rescued else "")) if h.kept else f"cut: {h.cut_reason}"
         rows.append([
-            str(h.position or "-"), h.citation[:48], _fmt(h.vector_score), str(h.vector_rank or "-"), _fmt(h.text_score),
-            str(h.text_rank or "-"), _fmt(h.fused_score, 4), _fmt(h.decay_factor), _fmt(h.decayed_score, 4),
+            str(h.position or "-"), h.citation[:48], _fmt(h.vector_raw), _fmt(h.vector_score), str(h.vector_rank or "-"),
+            _fmt(h.text_raw, 2), _fmt(h.text_score), str(h.text_rank or "-"), _fmt(h.fused_score, 4), _fmt(h.decay_factor), _fmt(h.decayed_score, 4),
             _fmt(h.mmr_score), _fmt(h.final_score, 4), status,
         ])
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -194,7 +195,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     if not resp.results:
-        print("no results")
+        print(f"nothing relevant found (no candidate scored {resp.config.min_score:g} or more)")
     for h in resp.results:
         print(f"{h.position}. {h.citation}  score {h.final_score:.3f}  (vector {_fmt(h.vector_score)}, "
               f"text {_fmt(h.text_score)})")
@@ -207,8 +208,30 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
               f"pool={resp.config.pool} min_score={resp.config.min_score} mmr={resp.config.mmr} "
               f"decay={resp.config.decay}; provider {resp.provider} {resp.model}")
+        print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
+              f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
+        for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),
+                                     ("keyword", resp.candidates.keyword_searched, resp.candidates.keyword)):
+            if searched and not found:
+                print(f"{leg} leg: searched, found nothing (p = 0 for every candidate)")
         print(explain_table(resp.ranking.candidates))
         print("timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in resp.timings.items()))
+    return 0
+
+
+@command("recall")
+def cmd_recall(args: argparse.Namespace) -> int:
+    """The context block an agent gets before it starts: passing hits with citations, or nothing."""
+    with open_index(args) as idx:
+        if args.sync:
+            idx.sync()
+        block = idx.recall(args.message)
+    if args.json:
+        print_json({"message": args.message, "context": block, "injected": bool(block)})
+    elif block:
+        print(block)
+    else:
+        print("(nothing relevant: nothing injected)", file=sys.stderr)
     return 0
 
 
@@ -262,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--session", default=None, help="restrict to one session transcript")
     sp.add_argument("--no-sync", dest="sync", action="store_false", help="do not sync before searching")
     sp.add_argument("--explain", action="store_true", help="every candidate with every stage's score")
+
+    sp = sub.add_parser("recall", help="the memory context block for a message (empty when nothing is relevant)")
+    sp.add_argument("message")
+    common(sp)
+    sp.add_argument("--no-sync", dest="sync", action="store_false", help="do not sync first")
 
     sp = sub.add_parser("get", help="read lines of a memory file")
     sp.add_argument("path")

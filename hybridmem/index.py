@@ -201,6 +201,19 @@ class MemoryIndex:
             candidates=cands,
         )
 
+    def recall(self, message: str, config: RankConfig | None = None, **scope: Any) -> str:
+        """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
+        (the reference's ``prependContext``): the passing hits with their citations, clamped to
+        ``max_injected_chars`` (0: no cap), or ``""`` when nothing passes ``min_score``. ``scope``: as :meth:`search`.
+
+        Example:
+            >>> MemoryIndex("datasets/demo-memory/workspace").recall("chocolate cake recipe")  # doctest: +SKIP
+            ''
+        """
+        resp = self.search(message, config=config, **scope)
+        return recall_block([(h.citation, h.final_score, h.snippet) for h in resp.results],
+                            resp.config.max_injected_chars)
+
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:
         """Rank what :meth:`retrieve` returned under ``config`` (default: the served one), as :meth:`search` does;
@@ -256,6 +269,31 @@ class MemoryIndex:
         """Indexed files with their chunk counts."""
         counts = self.store.file_chunk_counts()
         return [{**row, "chunks": counts.get(p, 0)} for p, row in self.store.files().items()]
+
+
+RECALL_HEADER = "Possibly relevant memories (cite as path#lines):"
+
+
+def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:
+    """``(citation, score, snippet)`` hits as one context block within ``cap`` chars (0: no cap); a hit that
+    would overrun is left out with every later one. ``""`` for no hits.
+
+    Example:
+        >>> print(recall_block([("MEMORY.md#L3", 0.81, "car repair notes")], 4000))
+        <memory>
+        Possibly relevant memories (cite as path#lines):
+        [MEMORY.md#L3] (p=0.81)
+        car repair notes
+        </memory>
+    """
+    head, tail = f"<memory>\n{RECALL_HEADER}\n", "</memory>"
+    body = ""
+    for citation, score, snippet in hits:
+        part = f"[{citation}] (p={score:.2f})\n{snippet.strip()}\n"
+        if cap and len(head) + len(body) + len(part) + len(tail) > cap:
+            break
+        body += part
+    return head + body + tail if body else ""
 
 
 def session_prefix(session: str) -> str:

@@ -134,6 +134,7 @@ class Candidates:
     pool: int
     keyword_searched: bool = True
     vector_searched: bool = True
+    vector_model: str = ""  # the embedding model of the vector leg's cosines (which calibration reads them)
 
 
 @dataclass(frozen=True)

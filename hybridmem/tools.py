@@ -31,6 +31,9 @@ SEARCH_DESCRIPTION = (
     "before answering questions about prior work, decisions, dates, people, preferences or todos. Returns the most "
     "relevant snippets with their path and line numbers; use memory_get to read more lines around a result."
 )
+# What memory_search says beside an empty result list: nothing scored above the min score (calibrated scores are
+# probabilities of relevance, so an empty list means "not in memory", not "search failed").
+NOTHING_FOUND = "Nothing relevant was found in memory for this query."
 GET_DESCRIPTION = (
     "Read specific lines of a memory file (MEMORY.md, memory/**/*.md or a session transcript), usually after "
     "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root."
@@ -235,6 +238,8 @@ class MemoryTools:
         resp = self.backend.search(a["query"], **scope, **overrides)
         out = resp.to_dict(citations=self.include_citations) if hasattr(resp, "to_dict") else dict(resp)
         out["citations"] = self.include_citations
+        if not out.get("results"):
+            out["message"] = NOTHING_FOUND
         return out
 
     def memory_get(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,10 @@ def test_defaults_match_design():
     r = s.ranking
     assert (r.vector_weight, r.text_weight, r.rrf_k, r.max_results, r.candidate_multiplier) == (0.5, 0.5, 60, 6, 4)
     assert (preset("reference").vector_weight, preset("reference").text_weight) == (0.7, 0.3)
-    assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.35, 700, 4000, 30.0, 0.7)
+    assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.04, 700, 4000, 30.0, 0.7)
+    assert (r.bm25_norm, r.vector_norm, r.rescue_keyword) == ("calibrated", "calibrated", False)  # #16
+    m = preset("minmax")  # the default before #16
+    assert (m.bm25_norm, m.vector_norm, m.min_score, m.rescue_keyword) == ("minmax", "minmax", 0.35, True)
     assert r.pool == 24
     assert RankConfig(max_results=100, candidate_multiplier=20).pool == 200
 

@@ -24,6 +24,7 @@ from hybridmem.config import Settings  # noqa: E402
 from hybridmem.index import MemoryIndex  # noqa: E402
 from hybridmem.querylog import log_path, read_log  # noqa: E402
 from hybridmem.serve.service import MemoryService  # noqa: E402
+from hybridmem.tools import NOTHING_FOUND  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo-memory" / "workspace"
@@ -92,7 +93,7 @@ async def _session_checks(client: Client, ws: Path) -> None:
     assert not r.is_error
     hits = r.structured_content["results"]
     assert hits[0]["citation"] == f"{FILE}#L1-L26" and len(hits) <= 3
-    assert r.content[0].text.startswith(f"{FILE}#L1-L26 (score 1.00)")
+    assert re.match(rf"{re.escape(FILE)}#L1-L26 \(score 0\.\d\d\)", r.content[0].text)  # calibrated: below 1
 
     r = await client.call_tool("memory_get", {"path": FILE, "from": 3, "lines": 2})
     assert not r.is_error
@@ -177,7 +178,8 @@ def test_log_records_searches_and_the_get_that_followed(ws: Path) -> None:
         async with _stdio(ws) as client:
             await client.call_tool("memory_search", {"query": "tokyo design review", "max_results": 2})
             r = await client.call_tool("memory_search", {"query": "retry backoff with api key "
-                                                         "sk-proj-AbCdEf0123456789AbCdEf0123456789AbCdEf01"})
+                                                         "sk-proj-AbCdEf0123456789AbCdEf0123456789AbCdEf01",
+                                                         "min_score": 0})
             first = r.structured_content["results"][0]
             await client.call_tool("memory_get", {"path": first["path"], "from": 1, "lines": 5})
 
@@ -276,7 +278,7 @@ def test_allow_write_adds_memory_write_and_the_flush_prompt(ws: Path) -> None:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert tools["memory_write"].annotations.read_only_hint is False
             prompts = (await client.list_prompts()).prompts
-            assert [p.name for p in prompts] == ["memory_flush"]
+            assert [p.name for p in prompts] == ["recall", "memory_flush"]
             flush = await client.get_prompt("memory_flush")
             assert "memory_write" in flush.messages[0].content.text
 
@@ -298,3 +300,18 @@ def test_allow_write_adds_memory_write_and_the_flush_prompt(ws: Path) -> None:
 
     asyncio.run(main())
     assert not (ws.parent / "x.md").exists() and not Path("/tmp/x.md").exists()
+
+
+def test_recall_prompt_injects_or_stays_quiet(ws: Path) -> None:
+    async def main() -> None:
+        async with _stdio(ws) as client:
+            assert "recall" in {p.name for p in (await client.list_prompts()).prompts}
+            quiet = await client.get_prompt("recall", {"message": "chocolate cake recipe"})
+            assert quiet.messages == []
+            got = await client.get_prompt("recall", {"message": "retry backoff"})
+            text = got.messages[0].content.text
+            assert text.startswith("<memory>") and f"[{FILE}#L" in text and len(text) <= 4000
+            r = await client.call_tool("memory_search", {"query": "chocolate cake recipe"})
+            assert r.structured_content["results"] == [] and r.content[0].text == NOTHING_FOUND
+
+    asyncio.run(main())

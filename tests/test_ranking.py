@@ -55,8 +55,10 @@ def make(vector=(), keyword=(), chunks=(), query="", **kw) -> Candidates:
 
 
 def cfg(**changes) -> RankConfig:
-    # weights pinned to 0.7/0.3 (the reference's) so the hand-computed values below never follow the default
-    base = {"min_score": 0.0, "max_results": 10, "candidate_multiplier": 20, "vector_weight": 0.7, "text_weight": 0.3}
+    # weights pinned to 0.7/0.3 (the reference's) and min-max normalization (the default before calibration, #16) so
+    # the hand-computed values below never follow the default
+    base = {"min_score": 0.0, "max_results": 10, "candidate_multiplier": 20, "vector_weight": 0.7, "text_weight": 0.3,
+            "bm25_norm": "minmax", "vector_norm": "minmax", "rescue_keyword": True}
     base.update(changes)
     return RankConfig(**base)
 
@@ -186,7 +188,8 @@ def test_unsearched_leg_counts_as_weight_zero():
 
 def test_pool_truncation():
     c = make([(1, 0.9), (2, 0.5), (3, 0.1)], [(4, -5.0), (5, -4.0), (6, -1.0)])
-    r = rank(c, RankConfig(max_results=1, candidate_multiplier=2, min_score=0.0))  # pool 2
+    r = rank(c, RankConfig(max_results=1, candidate_multiplier=2, min_score=0.0, bm25_norm="minmax",
+                           vector_norm="minmax"))  # pool 2
     assert {h.chunk_id for h in r.candidates} == {1, 2, 4, 5}
     # min-max over the pool prefix only: 0.5 is the minimum of (0.9, 0.5), so chunk 2 scores 0, not 0.5
     assert scores(r, "vector_score")[2] == 0.0

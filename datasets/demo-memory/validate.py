@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CATEGORIES = ["paraphrase", "identifier", "both", "vi", "zh", "ja", "th", "recency", "near-duplicate"]
+CATEGORIES = ["paraphrase", "identifier", "both", "vi", "zh", "ja", "th", "recency", "near-duplicate", "no-answer"]
+NO_ANSWER_LANGS = {"en", "vi", "zh", "ja", "th"}
 SPLITS = {"train", "test"}
 GRADES = {0, 1, 2}
 DATED = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
@@ -146,6 +147,10 @@ def main() -> int:
             err(f"query {q.get('id')}: bad split {q.get('split')!r}")
         if any(m in q.get("text", "") for m in SECRET_MARKERS):
             err(f"query {q.get('id')}: targets a secret value")
+        if (q.get("category") == "no-answer") != (q.get("no_answer") is True):
+            err(f"query {q.get('id')}: category no-answer and no_answer: true go together")
+        if q.get("no_answer") is True and q.get("lang") not in NO_ANSWER_LANGS:
+            err(f"query {q.get('id')}: a no-answer query names its lang ({', '.join(sorted(NO_ANSWER_LANGS))})")
         by_id[q["id"]] = q
 
     # ---- judgments
@@ -211,6 +216,10 @@ def main() -> int:
 
     for q in queries:
         js = per_query.get(q["id"], [])
+        if q.get("no_answer") is True:
+            if js:
+                err(f"query {q['id']}: a no-answer query has judgments")
+            continue
         if not js:
             err(f"query {q['id']}: no judgments")
             continue

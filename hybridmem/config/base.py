@@ -7,8 +7,8 @@ from typing import Any
 from hybridmem.errors import ConfigError
 
 FUSION_METHODS = ("weighted", "rrf")
-BM25_NORMALIZATIONS = ("reference", "minmax", "zscore", "rank")
-VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank")
+BM25_NORMALIZATIONS = ("reference", "minmax", "zscore", "rank", "calibrated")
+VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank", "calibrated")
 MMR_SIMILARITIES = ("jaccard", "cosine")
 QUERY_MODES = ("or", "and")
 PROVIDERS = ("local", "e5", "auto", "none", "openai", "gemini", "voyage")

@@ -11,6 +11,9 @@ from hybridmem.config.base import (
 )
 from hybridmem.errors import ConfigError
 
+# The default min score on calibrated fused scores (see RankConfig.min_score).
+CALIBRATED_MIN_SCORE = 0.04
+
 
 @dataclass(frozen=True)
 class RankConfig:
@@ -26,13 +29,20 @@ class RankConfig:
     vector_weight: float = 0.5
     text_weight: float = 0.5
     rrf_k: int = 60
-    bm25_norm: str = "minmax"
-    vector_norm: str = "minmax"
+    # "calibrated": each leg's raw score read as an estimated probability of relevance (hybridmem.config.calibration),
+    # so one min_score means the same in every query; "minmax" (the earlier default) gives every query's best
+    # candidate 1.0 and cannot abstain (DESIGN.md). See eval/reports/abstention.md.
+    bm25_norm: str = "calibrated"
+    vector_norm: str = "calibrated"
     max_results: int = 6
     candidate_multiplier: int = 4
     max_candidates: int = 200
-    min_score: float = 0.35
-    rescue_keyword: bool = True  # when nothing passes min_score, return keyword hits (reference behaviour)
+    # On calibrated scores: chosen on train splits (eval/reports/abstention.md) as the point of the abstention curve
+    # that keeps false abstention under 5% and nDCG@10 within 0.01 while abstaining on most no-answer queries.
+    min_score: float = CALIBRATED_MIN_SCORE
+    # When nothing passes min_score, return the keyword leg's hits anyway (the reference's behaviour). Off: an agent
+    # told "nothing relevant" does better than one handed the least bad keyword matches as if they were recalled.
+    rescue_keyword: bool = False
     decay: bool = False
     half_life_days: float = 30.0
     mmr: bool = False
@@ -97,19 +107,24 @@ REFERENCE_RANKING = RankConfig(
     min_score=0.35, rescue_keyword=True, decay=False, mmr=False,
 )
 
-# The engine's default. Min-max normalization of both legs: the reference's raw cosine + rank transform scored 0.683
-# nDCG@10 on SciFact test, min-max weighted sum 0.730 (DESIGN.md); equal weights (measured on train splits, see
-# RankConfig.vector_weight). Other values are the reference's.
+# The engine's default: calibrated legs (probabilities of relevance), equal weights, a min score that abstains and no
+# keyword rescue (eval/reports/abstention.md). Other values are the reference's.
 DEFAULT_RANKING = RankConfig()
+
+# The default before calibration (#16): min-max normalization of both legs (the reference's raw cosine + rank
+# transform scored 0.683 nDCG@10 on SciFact test, min-max weighted sum 0.730, DESIGN.md), min score 0.35 relative to
+# each query's own pool, keyword rescue on.
+MINMAX_RANKING = RankConfig(bm25_norm="minmax", vector_norm="minmax", min_score=0.35, rescue_keyword=True)
 
 
 PRESETS: dict[str, RankConfig] = {
     "default": DEFAULT_RANKING,
     "reference": REFERENCE_RANKING,
     "weighted": DEFAULT_RANKING,
-    "rrf": replace(DEFAULT_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
-    "keyword": replace(DEFAULT_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
-    "vector": replace(DEFAULT_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
+    "minmax": MINMAX_RANKING,
+    "rrf": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
+    "keyword": replace(MINMAX_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
+    "vector": replace(MINMAX_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
 }
 
 

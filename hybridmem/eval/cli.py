@@ -94,11 +94,54 @@ def _run_gate(args: argparse.Namespace) -> int:
     return 0 if res.passed else 1
 
 
+def _run_abstention(args: argparse.Namespace) -> int:
+    from hybridmem.eval.abstention import abstention_curve, abstention_table, curve_markdown, table_markdown
+
+    ev = _evaluator(args)
+    configs = args.config or ["default", "minmax", "reference", "rrf"]
+    named = {n: preset(n) for n in configs}
+    if args.min_score is not None:
+        named = {n: c.replace(min_score=args.min_score) for n, c in named.items()}
+    split = None if args.split == "all" else args.split
+    table = abstention_table(ev, named, split)
+    curve = abstention_curve(ev, named[configs[0]], split=split)
+    ev.close()
+    if args.json:
+        print_json({"dataset": ev.dataset.name, "split": split or "all", "table": table,
+                    "curve": {"config": configs[0], "rows": curve}})
+        return 0
+    print(f"{ev.dataset.name}, split {split or 'all'}: answerable and no-answer queries\n")
+    print(table_markdown(table))
+    print(f"\ncurve over min_score ({configs[0]}):\n")
+    print(curve_markdown(curve), end="")
+    return 0
+
+
+def _run_calibrate(args: argparse.Namespace) -> int:
+    from hybridmem.eval.calibrate import calibrate, render, write_constants
+
+    models = {}
+    for provider in args.models:
+        s = _settings(args).override(embedding={"provider": provider})
+        models["multilingual-e5-small" if provider == "e5" else s.embedding.model] = s
+    vector, keyword = calibrate(models, progress=not args.json)
+    block = render(vector, keyword)
+    if args.write:
+        write_constants(block)
+        print("wrote hybridmem/config/calibration.py", file=sys.stderr)
+    print(block, end="")
+    return 0
+
+
 @command("eval")
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Score ranking configs on a labeled dataset, or run the CI gate."""
+    """Score ranking configs on a labeled dataset, run the CI gate, measure abstention or fit the calibration."""
     if args.action == "gate":
         return _run_gate(args)
+    if args.action == "abstention":
+        return _run_abstention(args)
+    if args.action == "calibrate":
+        return _run_calibrate(args)
     return _run_eval(args)
 
 
@@ -205,7 +248,9 @@ def _common(sp: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     sp = sub.add_parser("eval", help="evaluate ranking configs on labeled data; 'eval gate' runs the CI gate")
-    sp.add_argument("action", nargs="?", choices=["gate"], default=None, help="gate: the regression gate")
+    sp.add_argument("action", nargs="?", choices=["gate", "abstention", "calibrate"], default=None,
+                    help="gate: the regression gate; abstention: no-answer sets and the min_score curve; "
+                         "calibrate: fit the calibrations on train splits")
     _common(sp)
     sp.add_argument("--split", default="test", help="train, test or all (default test)")
     sp.add_argument("--config", nargs="+", action="extend", default=None, metavar="NAME",
@@ -223,6 +268,8 @@ def add_parsers(sub: Any) -> None:
                     help="gate: baseline JSON (a workspace's default: WORKSPACE/.hybridmem-labels/baseline.json)")
     sp.add_argument("--update-baseline", dest="update_baseline", action="store_true",
                     help="gate: rewrite the baseline with today's values")
+    sp.add_argument("--models", nargs="+", default=["local", "e5"], help="calibrate: embedding providers to fit")
+    sp.add_argument("--write", action="store_true", help="calibrate: write the fitted numbers into the config")
 
     sp = sub.add_parser("sweep", help="grid-sweep ranking parameters on labeled data")
     _common(sp)

@@ -3,8 +3,10 @@
 Stages, in the reference system's order, each a function below:
 
 1. :func:`normalize`: each leg is cut to its first ``config.pool`` entries and normalized (``bm25_norm``,
-   ``vector_norm``; see :mod:`hybridmem.ranking.normalize`); a leg whose weight is 0 (or that was not searched) is
-   dropped entirely.
+   ``vector_norm``; see :mod:`hybridmem.ranking.normalize`, and :mod:`hybridmem.ranking.calibrate` for
+   ``calibrated``, a probability of relevance that means the same in every query); a leg whose weight is 0 (or that
+   was not searched) is dropped entirely. A calibrated leg that was searched and found nothing stays, empty: its
+   weight still counts, so the other leg's probabilities are not renormalized to look surer than they are.
 2. :func:`fuse` (``fusion``; see :mod:`hybridmem.ranking.fusion`): weighted sum, RRF (Cormack et al. 2009) or a
    ranx method, over the *earlier order*: the legs interleaved rank by rank (rank 1 of the heavier leg, rank 1 of
    the other, rank 2 ..., the vector leg first on equal weights).
@@ -12,7 +14,8 @@ Stages, in the reference system's order, each a function below:
 4. **Sort** by decayed score, ties in the earlier order.
 5. :func:`diversify` (``mmr``; Carbonell & Goldstein 1998) over the decayed scores min-max normalized to [0, 1].
 6. :func:`cut`: walk that order, drop scores below ``min_score``, keep ``max_results``; when nothing passes and
-   ``rescue_keyword`` is on, return the keyword leg's hits in its order instead (the reference's rescue).
+   ``rescue_keyword`` is on, return the keyword leg's hits in its order instead (the reference's rescue; off by
+   default, where nothing passing means nothing is returned).
 7. :func:`snippets`: added while their total stays within ``max_injected_chars`` (0: no cap), each hit reserving
    ``min(len(text), snippet_chars)``; one that would overrun is shortened to the chars left when at least
    :data:`MIN_TRUNCATED_SNIPPET` remain, else it and the rest are cut.
@@ -45,6 +48,8 @@ from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit, Ranking
 
+from hybridmem.config.calibration import KEYWORD_CALIBRATION, vector_calibration
+from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import LEG_TERMS, ScoredLeg, get_fusion
 from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
@@ -52,6 +57,8 @@ from hybridmem.ranking.normalize import Normalizer, get_normalizer, minmax
 from hybridmem.ranking.snippet import citation, lead_snippet, make_snippet, truncate_snippet
 
 __all__ = ["MIN_TRUNCATED_SNIPPET", "RankMemo", "rank"]
+
+CALIBRATED = "calibrated"  # the normalization name that reads raw scores through the fitted calibrations
 
 # A snippet that would overrun max_injected_chars is shortened to the budget left when at least this many chars
 # remain; below that, it and every later hit are cut ("char_budget").
@@ -79,7 +86,7 @@ class RankMemo:
         rankings = [rank(cands, config, now=t, memo=memo) for config in configs]
     """
 
-    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits")
+    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -88,6 +95,27 @@ class RankMemo:
         self._orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
         self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
         self.token_bits = TokenBits()
+        self._calibrated: dict[str, Normalizer] = {}
+
+    def calibrated(self, leg: str) -> Normalizer:
+        """The ``calibrated`` normalizer of leg ``leg`` (``vector`` or ``keyword``) for these candidates: each entry's
+        probability of relevance, computed once for the whole leg and looked up by rank."""
+        got = self._calibrated.get(leg)
+        if got is None:
+            c = self.candidates
+            if leg == "vector":
+                probs = vector_probabilities([h.raw for h in c.vector], vector_calibration(c.vector_model))
+            else:
+                chunks = c.chunks
+                probs = keyword_probabilities([h.raw for h in c.keyword],
+                                              [chunks[h.chunk_id].tokens if h.chunk_id in chunks else frozenset()
+                                               for h in c.keyword], c.query_tokens, KEYWORD_CALIBRATION)
+
+            def got(raws: Sequence[float], ranks: Sequence[int], probs: list[float] = probs) -> list[float]:
+                return [probs[r - 1] for r in ranks]
+
+            self._calibrated[leg] = got
+        return got
 
     def leg(self, name: str, weight: float, hits: tuple[LegHit, ...], pool: int, normalizer: Normalizer) -> Leg:
         """Leg ``name`` (whose entries are ``hits``) cut to ``pool`` and normalized; a chunk listed twice keeps its
@@ -182,11 +210,14 @@ def rank(
     so the weighted sum renormalizes onto the other leg instead of capping every score at its weight.
     """
     fusion = get_fusion(config.fusion)
-    normalizers = get_normalizer("vector", config.vector_norm), get_normalizer("keyword", config.bm25_norm)
     if memo is None:
         memo = RankMemo(candidates)
     elif memo.candidates is not candidates:
         raise HybridMemError("rank() was given a RankMemo of other candidates: create one RankMemo per Candidates")
+    normalizers = (memo.calibrated("vector") if config.vector_norm == CALIBRATED
+                   else get_normalizer("vector", config.vector_norm),
+                   memo.calibrated("keyword") if config.bm25_norm == CALIBRATED
+                   else get_normalizer("keyword", config.bm25_norm))
     chunks = candidates.chunks
 
     legs = normalize(candidates, config, memo, *normalizers)
@@ -218,15 +249,18 @@ def rank(
 # -- stages ---------------------------------------------------------------------------------------------------------
 def normalize(candidates: Candidates, config: RankConfig, memo: RankMemo, norm_vector: Normalizer,
               norm_keyword: Normalizer) -> list[Leg]:
-    """The legs that take part: weight > 0 (a leg not searched weighs 0) and not empty, each cut to the pool and
-    normalized, the heavier first (vector first on equal weights)."""
+    """The legs that take part: weight > 0 (a leg not searched weighs 0) and not empty (a calibrated leg takes part
+    empty: it was searched and found nothing, p = 0 for every chunk), each cut to the pool and normalized, the
+    heavier first (vector first on equal weights)."""
     vw = float(config.vector_weight) if candidates.vector_searched else 0.0
     tw = float(config.text_weight) if candidates.keyword_searched else 0.0
-    specs = [("vector", vw, candidates.vector, norm_vector), ("keyword", tw, candidates.keyword, norm_keyword)]
+    specs = [("vector", vw, candidates.vector, norm_vector, config.vector_norm == CALIBRATED),
+             ("keyword", tw, candidates.keyword, norm_keyword, config.bm25_norm == CALIBRATED)]
     if tw > vw:
         specs.reverse()
-    return [memo.leg(name, weight, hits, config.pool, normalizer)
-            for name, weight, hits, normalizer in specs if weight > 0.0 and hits]
+    legs = [memo.leg(name, weight, hits, config.pool, normalizer)
+            for name, weight, hits, normalizer, calibrated in specs if weight > 0.0 and (hits or calibrated)]
+    return legs if any(leg.scored.ids for leg in legs) else []
 
 
 def fuse(fusion: Callable[[Sequence[ScoredLeg], int], dict[int, float]], legs: Sequence[Leg], order: list[int],

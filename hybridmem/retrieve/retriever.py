@@ -12,6 +12,7 @@ for none of them.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 import time
 from typing import Callable
 
@@ -238,7 +239,8 @@ class Retriever:
         t["load"] = (time.perf_counter() - t0) * 1000
         kw = [h for h in kw if h.chunk_id in chunks]
         vec = [h for h in vec if h.chunk_id in chunks]
-        return build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+        cands = build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+        return replace(cands, vector_model=self._identity()[1]) if vector_searched else cands
 
 
 

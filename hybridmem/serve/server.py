@@ -20,7 +20,7 @@ from hybridmem.config import DEFAULT_RANKING
 from hybridmem.serve.service import MemoryService, guarded
 from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
                                    WRITE_DESCRIPTION, append_note)
-from hybridmem.tools import GET_ARGS, SEARCH_ARGS, build_schema, parse_args
+from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, parse_args
 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
@@ -35,7 +35,7 @@ _HIT = {"type": "object", "properties": {
 SEARCH_OUTPUT = {"type": "object", "properties": {
     "query": {"type": "string"}, "results": {"type": "array", "items": _HIT}, "search_id": {"type": "string"},
     "provider": {"type": "string"}, "model": {"type": "string"}, "fallback": {"type": "boolean"},
-    "fallback_reason": {"type": ["string", "null"]}}, "required": ["query", "results"]}
+    "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}}, "required": ["query", "results"]}
 GET_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},
     "total_lines": {"type": "integer"}, "text": {"type": "string"}}, "required": ["path", "from", "lines", "text"]}
@@ -74,7 +74,7 @@ def render(name: str, out: dict[str, Any]) -> str:
     """The text rendering of a result (what a host that ignores structured content shows the model)."""
     if name == "memory_search":
         if not out["results"]:
-            return "No matching memories."
+            return out.get("message") or NOTHING_FOUND
         parts = [f"{r.get('citation', r['path'])} (score {r['score']:.2f})\n{r['snippet']}" for r in out["results"]]
         if out.get("fallback_reason"):
             parts.append(f"(note: {out['fallback_reason']})")
@@ -149,20 +149,40 @@ def build_server(service: MemoryService, allow_write: bool = False) -> Server[An
                                     structured_content=out)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[types.Prompt(name=FLUSH_PROMPT_NAME,
-                                                             description=FLUSH_PROMPT_DESCRIPTION)])
+        prompts = [types.Prompt(name=RECALL_PROMPT_NAME, description=RECALL_PROMPT_DESCRIPTION, arguments=[
+            types.PromptArgument(name="message", description="the user's message", required=True)])]
+        if allow_write:
+            prompts.append(types.Prompt(name=FLUSH_PROMPT_NAME, description=FLUSH_PROMPT_DESCRIPTION))
+        return types.ListPromptsResult(prompts=prompts)
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        if params.name != FLUSH_PROMPT_NAME:
-            from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import MCPError
 
+        if params.name == RECALL_PROMPT_NAME:
+            message = (params.arguments or {}).get("message")
+            if not isinstance(message, str) or not message.strip():
+                raise MCPError(types.INVALID_PARAMS, "the recall prompt needs a non-empty 'message' argument")
+            block = await anyio.to_thread.run_sync(recall, service, message)
+            return types.GetPromptResult(description=RECALL_PROMPT_DESCRIPTION, messages=[
+                types.PromptMessage(role="user", content=types.TextContent(text=block))] if block else [])
+        if params.name != FLUSH_PROMPT_NAME or not allow_write:
             raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}")
         return types.GetPromptResult(description=FLUSH_PROMPT_DESCRIPTION, messages=[
             types.PromptMessage(role="user", content=types.TextContent(text=FLUSH_PROMPT))])
 
-    prompts: dict[str, Any] = {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt} if allow_write else {}
     return Server(SERVER_NAME, version=_version(), instructions=SEARCH_TEXT, on_list_tools=list_tools,
-                  on_call_tool=call_tool, **prompts)
+                  on_call_tool=call_tool, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+
+RECALL_PROMPT_NAME = "recall"
+RECALL_PROMPT_DESCRIPTION = ("Memories relevant to a message, as a context block with path#line citations to put "
+                             "before it; no messages at all when nothing relevant is in memory.")
+
+
+def recall(service: MemoryService, message: str) -> str:
+    """The ``recall`` prompt's context block (``""``: nothing relevant) from the served index."""
+    service.refresh()
+    return service.index.recall(message)
 
 
 def _version() -> str:

@@ -83,7 +83,9 @@ def render() -> None:
         st.dataframe(sig.style.format({"mean": "{:.4f}", "baseline_mean": "{:.4f}", "delta": "{:+.4f}",
                                        "p_value": "{:.3g}"}), hide_index=True, key="eval_sig")
 
-    tab_q, tab_cat, tab_export = st.tabs(["Per query", "Per category", "Export"])
+    tab_q, tab_cat, tab_abstain, tab_export = st.tabs(["Per query", "Per category", "Abstention", "Export"])
+    with tab_abstain:
+        _abstention(name, chosen, available, split)
     per_query = labeled.per_query_frame(result, dataset)
     with tab_q:
         c1, c2, c3 = st.columns(3)
@@ -136,6 +138,31 @@ def render() -> None:
                            key="eval_dl_csv")
         with st.expander("Preview the Markdown report"):
             st.markdown(md)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _curve(name: str, key: str, split: str, _config: RankConfig) -> list[dict[str, float]]:
+    from hybridmem.eval.abstention import abstention_curve
+
+    return abstention_curve(state.get_evaluator(name), _config, split=None if split == "all" else split)
+
+
+def _abstention(name: str, chosen: list[str], available: dict[str, RankConfig], split: str) -> None:
+    """The curve over min_score of one config: abstention on the no-answer sets beside the answerable queries'
+    nDCG@10, recall@5 and false abstention (computed by hybridmem.eval.abstention)."""
+    import pandas as pd
+
+    cfg_name = st.selectbox("Config", chosen, key="eval_abstain_config")
+    config = available[cfg_name]
+    with st.spinner("Ranking every query at each min score…"):
+        rows = _curve(name, labeled.configs_key({cfg_name: config}), split, config)
+    frame = pd.DataFrame(rows).melt(id_vars="min_score", var_name="metric", value_name="value")
+    fig = px.line(frame, x="min_score", y="value", color="metric", markers=True, height=420)
+    fig.add_vline(x=config.min_score, line_dash="dot", annotation_text=f"{cfg_name}: {config.min_score:g}")
+    fig.update_layout(margin=dict(l=10, r=10, t=30, b=10), yaxis_range=[0, 1])
+    st.plotly_chart(fig, key="eval_abstain_chart")
+    st.caption("abstain:<set> is the share of no-answer queries that return nothing (higher is better); "
+               "false_abstention the share of answerable ones that do (lower is better).")
 
 
 if __name__ == "__main__":

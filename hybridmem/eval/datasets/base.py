@@ -78,6 +78,8 @@ class Dataset:
         notes: loader decisions worth reporting (dropped queries, cleaned ids).
         chunking: the chunking this dataset is evaluated with unless the caller sets its own (document corpora use
             :data:`hybridmem.config.DOCUMENT_CHUNKING`, one chunk per judged document); None keeps the default.
+        no_answer: queries whose answer is nowhere in the data (``no_answer: true`` rows of a workspace set), for
+            abstention (:mod:`hybridmem.eval.abstention`); never scored for relevance.
     """
 
     name: str
@@ -91,6 +93,7 @@ class Dataset:
     provenance: str = ""
     notes: tuple[str, ...] = ()
     chunking: ChunkingConfig | None = None
+    no_answer: tuple[Query, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -1,7 +1,8 @@
 """Workspace datasets: a real memory folder plus queries and file-and-line judgments (the demo set, a user's own).
 
 Layout (the demo set's): ``meta.json`` ``{name, reference_time, workspace, queries, judgments}``; ``queries.jsonl``
-rows ``{id, text, category, split}``; ``judgments.jsonl`` rows ``{query_id, path, start_line, end_line, grade}`` with
+rows ``{id, text, category, split}`` (a row with ``"no_answer": true`` and a ``lang`` is a question the
+memory cannot answer: it goes to :attr:`Dataset.no_answer`, never judged); ``judgments.jsonl`` rows ``{query_id, path, start_line, end_line, grade}`` with
 ``path`` relative to the workspace and lines 1-based inclusive (JSONL line numbers for ``sessions/*.jsonl``). The
 workspace is indexed through ``MemoryIndex(workspace).sync()``, so real files and transcripts go through the real code.
 Without ``meta.json``, ``queries.jsonl`` and ``judgments.jsonl`` are looked for beside the workspace. A workspace's
@@ -42,7 +43,10 @@ def load_workspace_dataset(
     try:
         qrows = read_jsonl(qfile)
         jrows = read_jsonl(jfile)
-        qs = [Query(str(r["id"]), r["text"], str(r.get("category", "")), str(r.get("split", "test"))) for r in qrows]
+        qs = [Query(str(r["id"]), r["text"], str(r.get("category", "")), str(r.get("split", "test"))) for r in qrows
+              if r.get("no_answer") is not True]
+        none = tuple(Query(str(r["id"]), r["text"], str(r.get("lang", r.get("category", ""))),
+                           str(r.get("split", "test"))) for r in qrows if r.get("no_answer") is True)
         evidence: dict[str, Evidence] = {}
         qrels: dict[str, dict[str, int]] = {}
         known = {q.id for q in qs}
@@ -61,7 +65,7 @@ def load_workspace_dataset(
     ref = parse_time(reference_time if reference_time is not None else meta.get("reference_time"))
     return Dataset(name=meta.get("name", root.name), kind="evidence", queries=kept, qrels=qrels,
                    workspace=workspace.resolve(), evidence=evidence, reference_time=ref,
-                   provenance=read_provenance(root),
+                   provenance=read_provenance(root), no_answer=none,
                    notes=(f"{len(qs) - len(kept)} queries without judgments left out",) if len(kept) < len(qs) else ())
 
 

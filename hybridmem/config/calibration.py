@@ -1,0 +1,80 @@
+"""Fitted calibrations: each retrieval leg's raw score mapped to an estimated probability of relevance.
+
+A :class:`Calibration` is a logistic regression ``p = 1 / (1 + exp(-(intercept + sum_i coef_i * feature_i)))`` over
+the named features of one candidate (see :mod:`hybridmem.ranking.calibrate` for how each feature is computed):
+
+- vector leg, one fit per embedding model (cosines mean different things per model: all-MiniLM-L6-v2 gives relevant
+  short notes 0.3 to 0.6, multilingual-e5-small gives everything 0.7 to 0.9): feature ``cosine``;
+- keyword leg, one fit for FTS5 BM25 as this project tokenizes: ``log1p_bm25`` (``log(1 + -bm25())``), ``coverage``
+  (the share of the query's distinct terms found in the chunk) and ``log_terms`` (``log`` of the number of distinct
+  query terms, so a long query's larger BM25 sum is read relative to its length).
+
+How they were fitted (re-run with ``hybridmem eval calibrate --write``; :mod:`hybridmem.eval.calibrate`): on TRAIN
+splits only (SciFact train claims, LoCoMo conversations 0-4, the demo set's train queries), every pooled candidate
+(24 per leg, the default pool) of every answerable query labelled 1 when it holds a judged unit and 0 otherwise,
+plus every pooled candidate of the train no-answer queries (LoCoMo questions asked in another train conversation,
+SciFact train claims against the demo workspace, the demo set's train no-answer queries) labelled 0; each dataset's
+rows weighted to the same total, L2-regularized Newton iterations (:func:`hybridmem.ranking.calibrate.fit_logistic`).
+Coefficients of a raw score are constrained to be >= 0, so a calibrated score never falls as its raw score rises.
+
+multilingual-e5-small's vector fit so far covers the demo set's train split only (its LoCoMo and SciFact indexes were
+not built in time): refit with ``hybridmem eval calibrate --models local e5 --write`` once they exist.
+
+A model with no fit of its own uses :data:`FALLBACK_VECTOR_MODEL`'s (the English MiniLM; other models' cosines may
+sit elsewhere: fit them with ``hybridmem eval calibrate --settings S.toml``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hybridmem.errors import ConfigError
+
+VECTOR_FEATURES = ("cosine",)
+KEYWORD_FEATURES = ("log1p_bm25", "coverage", "log_terms")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted logistic map from a candidate's features to a probability of relevance.
+
+    Attributes:
+        features: feature names, in the order of ``coef``.
+        coef: one coefficient per feature.
+        intercept: the constant term.
+        fitted_on: what it was fitted on (rows, positives, datasets).
+    """
+
+    features: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    fitted_on: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.features) != len(self.coef):
+            raise ConfigError(f"calibration has {len(self.features)} features but {len(self.coef)} coefficients")
+
+
+# -- fitted numbers (written by `hybridmem eval calibrate --write`; edit by re-running it) ----------------------------
+# BEGIN FITTED
+VECTOR_CALIBRATIONS: dict[str, Calibration] = {
+    "all-MiniLM-L6-v2": Calibration(("cosine",), (5.7173,), -5.259,
+        "76608 rows (1828 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo"),
+    "multilingual-e5-small": Calibration(("cosine",), (3.8585,), -6.6624,
+        "20712 rows (87 relevant) from demo-memory, demo-none, scifact-on-demo"),
+}
+KEYWORD_CALIBRATION = Calibration(("log1p_bm25", "coverage", "log_terms"), (0.7345, 5.4563, 0.189), -7.6313,
+    "58492 rows (1902 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo")
+# END FITTED
+
+FALLBACK_VECTOR_MODEL = "all-MiniLM-L6-v2"
+
+
+def vector_calibration(model: str) -> Calibration:
+    """The vector leg's calibration for embedding ``model`` (the fallback model's for one never fitted).
+
+    Example:
+        >>> vector_calibration("no-such-model") is VECTOR_CALIBRATIONS[FALLBACK_VECTOR_MODEL]
+        True
+    """
+    return VECTOR_CALIBRATIONS.get(model) or VECTOR_CALIBRATIONS[FALLBACK_VECTOR_MODEL]

@@ -1,0 +1,138 @@
+"""Fit the calibrations of :mod:`hybridmem.config.calibration` on train splits (``hybridmem eval calibrate``).
+
+For each dataset (SciFact, LoCoMo, the demo set) and its TRAIN split: every pooled candidate of each leg (the default
+pool, 24) of every answerable query is a row labelled 1 when it holds a judged unit, else 0; every pooled candidate
+of the train no-answer queries (:func:`hybridmem.eval.abstention.no_answer_sets`) is a row labelled 0. Each source
+(a dataset's answerable queries, or one no-answer set) gets the same total weight, so SciFact's many claims do not
+outvote the memory sets. The vector leg is fitted per embedding model; the keyword leg once (it does not depend on
+the model). :func:`fit_logistic` does the fitting; :func:`render` writes the constants block.
+
+Example:
+    >>> rows = Rows(); rows.add("s", [0.2], 0); rows.add("s", [0.8], 1)
+    >>> rows.arrays()[2].tolist()
+    [0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from hybridmem.config import DEFAULT_RANKING, Settings
+from hybridmem.config.calibration import KEYWORD_FEATURES, VECTOR_FEATURES, Calibration
+from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
+from hybridmem.eval.runner import Evaluator
+from hybridmem.eval.units import judged_units
+from hybridmem.ranking.calibrate import fit_logistic, keyword_features
+from hybridmem.errors import HybridMemError
+from hybridmem.records import Candidates
+
+__all__ = ["CALIBRATION_DATASETS", "Rows", "collect", "fit", "render", "write_constants"]
+
+CALIBRATION_DATASETS = ("scifact", "locomo", "demo")
+CONSTANTS = Path(__file__).resolve().parents[1] / "config" / "calibration.py"
+
+
+@dataclass
+class Rows:
+    """Feature rows, labels and sources; :meth:`arrays` weights each source to the same total."""
+
+    x: list[list[float]] = field(default_factory=list)
+    y: list[int] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+
+    def add(self, source: str, features: Sequence[float], label: int) -> None:
+        self.x.append(list(features))
+        self.y.append(label)
+        self.source.append(source)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        counts: dict[str, int] = defaultdict(int)
+        for s in self.source:
+            counts[s] += 1
+        w = np.array([1.0 / counts[s] for s in self.source])
+        return np.asarray(self.x, dtype=float), np.asarray(self.y, dtype=float), w
+
+    def summary(self) -> str:
+        return (f"{len(self.y)} rows ({int(sum(self.y))} relevant) from "
+                + ", ".join(sorted(set(self.source))))
+
+
+def _add(cand: Candidates, relevant: set[int], src: str, vec: Rows, kw: Rows, pool: int) -> None:
+    q = frozenset(cand.query_tokens)
+    for h in cand.vector[:pool]:
+        vec.add(src, [h.raw], int(h.chunk_id in relevant))
+    for h in cand.keyword[:pool]:
+        kw.add(src, keyword_features(h.raw, q, cand.chunks[h.chunk_id].tokens), int(h.chunk_id in relevant))
+
+
+def collect(ev: Evaluator, vec: Rows, kw: Rows, pool: int = DEFAULT_RANKING.pool) -> None:
+    """Add ``ev``'s dataset's train rows (answerable and no-answer) to ``vec`` and ``kw``."""
+    ds = ev.dataset
+    train = ds.select("train")
+    cands = ev.candidates(pool)
+    for q in train.queries:
+        c = cands[q.id]
+        relevant = set()
+        for cid in {h.chunk_id for h in (*c.vector[:pool], *c.keyword[:pool])}:
+            ch = c.chunks[cid]
+            _, first = judged_units([ch.path], [cid], [ch.start_line], [ch.end_line], ds.qrels[q.id], ds.evidence,
+                                    ds.kind)
+            if first:
+                relevant.add(cid)
+        _add(c, relevant, ds.name, vec, kw, pool)
+    for s in no_answer_sets(ds):
+        for c in no_answer_candidates(ev, s.select("train").queries, pool):
+            _add(c, set(), s.name, vec, kw, pool)
+
+
+def fit(rows: Rows, features: Sequence[str], nonnegative: Sequence[int], l2: float = 1e-3) -> Calibration:
+    """A :class:`Calibration` fitted on ``rows``."""
+    x, y, w = rows.arrays()
+    coef, b = fit_logistic(x, y, w, l2=l2, nonnegative=nonnegative)
+    return Calibration(tuple(features), tuple(round(c, 4) for c in coef), round(b, 4), rows.summary())
+
+
+def calibrate(settings_by_model: dict[str, Settings], datasets: Sequence[str] = CALIBRATION_DATASETS,
+              progress: bool = True) -> tuple[dict[str, Calibration], Calibration]:
+    """Fit the vector leg per model (``{model: settings that select it}``) and the keyword leg on the first."""
+    from hybridmem.eval.datasets import load_dataset
+
+    vector: dict[str, Calibration] = {}
+    keyword: Calibration | None = None
+    for model, settings in settings_by_model.items():
+        vec, kw = Rows(), Rows()
+        for name in datasets:
+            ev = Evaluator(load_dataset(name), settings, progress=progress)
+            collect(ev, vec, kw)
+            ev.close()
+        vector[model] = fit(vec, VECTOR_FEATURES, nonnegative=(0,))
+        if keyword is None:
+            keyword = fit(kw, KEYWORD_FEATURES, nonnegative=(0, 1))
+    if keyword is None:
+        raise HybridMemError("calibrate needs at least one embedding model's settings")
+    return vector, keyword
+
+
+def render(vector: dict[str, Calibration], keyword: Calibration) -> str:
+    """The constants block of :mod:`hybridmem.config.calibration`."""
+    lines = ["VECTOR_CALIBRATIONS: dict[str, Calibration] = {"]
+    for model, c in vector.items():
+        lines.append(f"    {model!r}: Calibration({c.features!r}, {c.coef!r}, {c.intercept!r},")
+        lines.append(f"        {c.fitted_on!r}),")
+    lines.append("}")
+    lines.append(f"KEYWORD_CALIBRATION = Calibration({keyword.features!r}, {keyword.coef!r}, {keyword.intercept!r},")
+    lines.append(f"    {keyword.fitted_on!r})")
+    return "\n".join(lines).replace("'", '"') + "\n"
+
+
+def write_constants(block: str, path: Path = CONSTANTS) -> None:
+    """Replace the fitted block (between ``# BEGIN FITTED`` and ``# END FITTED``) of ``path``."""
+    text = path.read_text(encoding="utf-8")
+    new = re.sub(r"(# BEGIN FITTED\n).*?(# END FITTED)", lambda m: m.group(1) + block + m.group(2), text, flags=re.S)
+    path.write_text(new, encoding="utf-8")
