@@ -3,7 +3,6 @@ no-answer rows."""
 
 from __future__ import annotations
 
-import pytest
 
 from hybridmem.config import DEFAULT_RANKING, PRESETS
 from hybridmem.eval.abstention import (abstention_rate, abstention_table, curve_markdown, locomo_cross,

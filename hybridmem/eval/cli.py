@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from hybridmem.cli import command, print_json
-from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
 
