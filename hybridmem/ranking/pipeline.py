@@ -45,6 +45,7 @@ from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit, Ranking
 
+from hybridmem.ranking.adaptive import reweight
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import LEG_TERMS, ScoredLeg, get_fusion
 from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
@@ -190,6 +191,8 @@ def rank(
     chunks = candidates.chunks
 
     legs = normalize(candidates, config, memo, *normalizers)
+    if config.adaptive:  # part of fusion: each leg's weight for this query (ranking/adaptive.py)
+        legs = reweight(legs, candidates)
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
     order, no_decay = memo.earlier_order(legs, config.pool)

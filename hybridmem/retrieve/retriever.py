@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -204,5 +205,7 @@ class Retriever:
         t["load"] = (time.perf_counter() - t0) * 1000
         kw = [h for h in kw if h.chunk_id in chunks]
         vec = [h for h in vec if h.chunk_id in chunks]
-        return build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+        cands = build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+        scripts = getattr(self.embedder.current, "scripts", None)  # the model's coverage, for the adaptive fusion
+        return replace(cands, vector_scripts=scripts) if scripts is not None else cands
 
