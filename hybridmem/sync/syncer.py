@@ -24,6 +24,12 @@ from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
 
 
+def _describe(provider: str, model: str, key: str) -> str:
+    if provider in ("", "none"):
+        return "no embeddings (keyword-only)"
+    return " ".join(x for x in (provider, model, key) if x)
+
+
 class Syncer:
     """Indexes a workspace's sources (or in-memory documents) into ``store``.
 
@@ -66,9 +72,8 @@ class Syncer:
         name, model, key, _ = self.identity()
         if old == (name, model, key):
             return None
-        was = " ".join(x for x in old if x) or "no embeddings"
-        now = " ".join(x for x in (name, model, key) if x and x != "none") or "no embeddings (keyword-only)"
-        return f"the index was built with {was}; re-embedding every chunk with {now} (embedding settings changed)"
+        return (f"the index was built with {_describe(*old)}; re-embedding every chunk with "
+                f"{_describe(name, model, key)} (embedding settings changed)")
 
     def settings_hash(self) -> str:
         name, model, key, dims = self.identity()
