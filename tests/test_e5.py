@@ -116,9 +116,12 @@ def _workspace(root: Path) -> Path:
     return ws
 
 
-def test_search_with_e5_never_imports_torch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("toml", ["", '[embedding]\nprovider = "e5"\n'], ids=["default", "named"])
+def test_search_with_e5_never_imports_torch(tmp_path: Path, toml: str) -> None:
+    """A search with the default settings (e5) never imports torch or sentence-transformers."""
     ws = _workspace(tmp_path)
-    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "e5"\n', encoding="utf-8")
+    if toml:
+        (ws / "hybridmem.toml").write_text(toml, encoding="utf-8")
     script = textwrap.dedent(f"""
         import sys
         from hybridmem.index import MemoryIndex

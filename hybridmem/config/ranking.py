@@ -113,6 +113,10 @@ PRESETS: dict[str, RankConfig] = {
     "rrf": replace(DEFAULT_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
     "keyword": replace(DEFAULT_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
     "vector": replace(DEFAULT_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
+    # The weighted sum and RRF with query-adaptive leg weights (ranking/adaptive.py).
+    "adaptive": replace(DEFAULT_RANKING, adaptive=True),
+    "rrf-adaptive": replace(DEFAULT_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0,
+                            adaptive=True),
 }
 
 

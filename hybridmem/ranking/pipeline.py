@@ -45,7 +45,7 @@ from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit, Ranking
 
-from hybridmem.ranking.adaptive import reweight
+from hybridmem.ranking.adaptive import adapt
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import LEG_TERMS, ScoredLeg, get_fusion
 from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
@@ -192,7 +192,7 @@ def rank(
 
     legs = normalize(candidates, config, memo, *normalizers)
     if config.adaptive:  # part of fusion: each leg's weight for this query (ranking/adaptive.py)
-        legs = reweight(legs, candidates)
+        legs, config = adapt(legs, candidates, config)
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
     order, no_decay = memo.earlier_order(legs, config.pool)
