@@ -113,3 +113,20 @@ def test_parts_add_up_and_blind_share_is_monotone(query: str, raws: list[float],
     vw, tw = adapted_weights(c, 0.5, 0.5)
     assert tw == 0.5 and 0.0 <= vw <= 0.5
     assert vw == 0.5 * (1 - foreign_share(query, LATIN))
+
+
+def test_min_score_scales_with_the_weight_the_vector_leg_kept() -> None:
+    cfg = preset("weighted").replace(adaptive=True)  # min_score 0.35
+    for query, min_score in (("ไทย", 0.0), ("ไทย car", 0.175), ("car", 0.35)):
+        r = rank(_cands(query, LATIN), cfg, now=0.0)
+        assert [h.chunk_id for h in r.hits] == ([1, 2, 3] if min_score == 0.0 else [1, 2])
+        cut = [h.cut_reason for h in r.candidates if not h.kept]
+        assert cut == ([] if min_score == 0.0 else ["min_score"])
+    # the static preset cuts the Thai query's second keyword hit (0.0 < 0.35) and keeps the blind leg's top
+    assert [h.chunk_id for h in rank(_cands("ไทย", LATIN), preset("weighted"), now=0.0).hits] == [1, 2]
+
+
+def test_the_default_is_adaptive_and_the_named_static_presets_are_not() -> None:
+    assert RankConfig().adaptive and preset("default").adaptive and preset("adaptive") == preset("default")
+    assert not preset("weighted").adaptive and not preset("rrf").adaptive and not preset("reference").adaptive
+    assert preset("rrf-adaptive") == preset("rrf").replace(adaptive=True)
