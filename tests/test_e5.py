@@ -215,3 +215,16 @@ def test_demo_queries_in_four_languages_find_their_note_by_vectors_alone() -> No
     assert len(at5) == 35
     assert [q for q, v in at5.items() if v == 0] == ["q064"]
     assert at10["q064"] > 0
+
+
+def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> None:
+    """``hybridmem eval --limit N`` scores the first N queries of the split (keyword-only here: no model needed)."""
+    import json
+
+    cmd = [sys.executable, "-m", "hybridmem.cli", "eval", "--dataset", "xquad-th", "--split", "train", "--limit", "5",
+           "--keyword-only", "--config", "keyword", "--metrics", "ndcg@10", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**__import__("os").environ, "HYBRIDMEM_CACHE": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert (res["split"], res["queries"]) == ("train", 5)
