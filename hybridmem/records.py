@@ -135,6 +135,9 @@ class Candidates:
     keyword_searched: bool = True
     vector_searched: bool = True
     vector_model: str = ""  # the embedding model of the vector leg's cosines (which calibration reads them)
+    # The query embedder's coverage as Unicode scripts (``Embedder.scripts``: all-MiniLM-L6-v2 {"LATIN"}); None when
+    # it claims every script or is unknown. Read by the adaptive fusion (ranking/adaptive.py).
+    vector_scripts: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

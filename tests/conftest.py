@@ -58,10 +58,11 @@ def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_index(demo_copy: Path):
-    """The demo workspace indexed with the real all-MiniLM-L6-v2 model."""
+    """The demo workspace indexed with the real all-MiniLM-L6-v2 model (one setting away from the default e5)."""
+    from hybridmem.config import Settings
     from hybridmem.index import MemoryIndex
 
-    idx = MemoryIndex(demo_copy)
+    idx = MemoryIndex(demo_copy, settings=Settings().override(embedding={"provider": "local"}))
     idx.sync()
     yield idx
     idx.close()

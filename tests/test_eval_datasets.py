@@ -78,6 +78,16 @@ def test_xquad_counts(lang, sentences):
     assert len(ds.documents) == sentences
     assert len(ds.queries) == 1190
     assert all(len(v) == 1 for v in ds.qrels.values())
+    # no split of its own: the first 300 questions in file order are test, the rest train, the same ids everywhere
+    assert Counter(q.split for q in ds.queries) == {"test": 300, "train": 890}
+    assert [q.id for q in ds.select("test").queries] == [q.id for q in load_dataset("xquad-en").queries[:300]]
+
+
+def test_all_eleven_xquad_languages_load():
+    from hybridmem.eval.datasets import DATASET_NAMES
+
+    names = [n for n in DATASET_NAMES if n.startswith("xquad-")]
+    assert len(names) == 11 and all(len(load_dataset(n).select("test").queries) == 300 for n in names)
 
 
 def test_demo_counts():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from embed_server import EmbedServer
 
-from hybridmem.config import EmbeddingConfig, Settings
+from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig, Settings
 from hybridmem.embeddings import create_embedder
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.embeddings.remote import (
@@ -191,8 +191,8 @@ def test_create_probes_dims_and_memory_index_uses_remote(tmp_path: Path) -> None
 def test_auto_chain_reports_why_providers_were_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     import hybridmem.embeddings as emb_mod
 
-    def no_local(name, cfg):  # noqa: ANN001, ANN202 - the local model is replaced to keep this test fast
-        if name == "local":
+    def no_local(name, cfg):  # noqa: ANN001, ANN202 - the default model is replaced to keep this test fast
+        if name == DEFAULT_PROVIDER:
             raise ProviderError("cannot load embedding model 'missing-model'")
         return orig(name, cfg)
 
@@ -203,7 +203,7 @@ def test_auto_chain_reports_why_providers_were_skipped(monkeypatch: pytest.Monke
         cfg = EmbeddingConfig(provider="auto", fallback=("voyage", "openai"), base_url=srv.url + "/v1")
         choice = create_embedder(cfg)
         assert choice.embedder is not None and choice.embedder.name == "openai"
-        assert choice.skipped == ["local: cannot load embedding model 'missing-model'",
+        assert choice.skipped == [f"{DEFAULT_PROVIDER}: cannot load embedding model 'missing-model'",
                                   "voyage: no API key for voyage: set VOYAGE_API_KEY (or name another variable in "
                                   "embedding.api_key_env)"]
     cfg = EmbeddingConfig(provider="auto", fallback=("openai",), base_url="http://127.0.0.1:9/v1", max_retries=0)

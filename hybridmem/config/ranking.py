@@ -43,6 +43,11 @@ class RankConfig:
     # When nothing passes min_score, return the keyword leg's hits anyway (the reference's behaviour). Off: an agent
     # told "nothing relevant" does better than one handed the least bad keyword matches as if they were recalled.
     rescue_keyword: bool = False
+    # Query-adaptive leg weights (ranking/adaptive.py): the vector weight (and min_score with it) shrinks by the share
+    # of the query's letters in scripts the embedding model does not cover, so a blind leg cannot drown the keyword
+    # leg. On by default: measured on train splits (nDCG@10, eval/reports/README.md), MiniLM on XQuAD-R Thai 0.493 ->
+    # 0.834 (keyword 0.830), demo 0.787 -> 0.796, LoCoMo unchanged (0.742); a no-op with e5 (every script).
+    adaptive: bool = True
     decay: bool = False
     half_life_days: float = 30.0
     mmr: bool = False
@@ -104,7 +109,7 @@ class RankConfig:
 # The reference system, reproduced exactly.
 REFERENCE_RANKING = RankConfig(
     fusion="weighted", vector_weight=0.7, text_weight=0.3, bm25_norm="reference", vector_norm="raw",
-    min_score=0.35, rescue_keyword=True, decay=False, mmr=False,
+    min_score=0.35, rescue_keyword=True, decay=False, mmr=False, adaptive=False,
 )
 
 # The engine's default: calibrated legs (probabilities of relevance), equal weights, a min score that abstains and no
@@ -114,17 +119,23 @@ DEFAULT_RANKING = RankConfig()
 # The default before calibration (#16): min-max normalization of both legs (the reference's raw cosine + rank
 # transform scored 0.683 nDCG@10 on SciFact test, min-max weighted sum 0.730, DESIGN.md), min score 0.35 relative to
 # each query's own pool, keyword rescue on.
-MINMAX_RANKING = RankConfig(bm25_norm="minmax", vector_norm="minmax", min_score=0.35, rescue_keyword=True)
+MINMAX_RANKING = RankConfig(bm25_norm="minmax", vector_norm="minmax", min_score=0.35, rescue_keyword=True,
+                            adaptive=False)
 
 
 PRESETS: dict[str, RankConfig] = {
     "default": DEFAULT_RANKING,
     "reference": REFERENCE_RANKING,
-    "weighted": DEFAULT_RANKING,
+    # The static fusions (fixed weights whatever the query), and the default before calibration (#16): min-max.
+    "weighted": replace(DEFAULT_RANKING, adaptive=False),
     "minmax": MINMAX_RANKING,
     "rrf": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
     "keyword": replace(MINMAX_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
     "vector": replace(MINMAX_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
+    # The default (calibrated weighted sum) and RRF with query-adaptive leg weights (ranking/adaptive.py).
+    "adaptive": DEFAULT_RANKING,
+    "rrf-adaptive": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0,
+                            adaptive=True),
 }
 
 

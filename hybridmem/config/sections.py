@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from hybridmem.config.base import (
-    DEFAULT_BATCH_SIZE, DEFAULT_MODEL, DEFAULT_PROVIDER, INDEX_DIRNAME, LABELS_DIRNAME, PROVIDERS, QUERY_MODES,
+    DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, INDEX_DIRNAME, LABELS_DIRNAME, PROVIDERS, QUERY_MODES,
     QUERY_RUNTIMES, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
 )
 from hybridmem.errors import ConfigError
@@ -73,7 +73,9 @@ class EmbeddingConfig:
     """Which embedding provider and model to use. ``provider='none'`` runs keyword-only."""
 
     provider: str = DEFAULT_PROVIDER
-    model: str = DEFAULT_MODEL
+    # "" = the provider's own model (config.PROVIDER_MODELS: local all-MiniLM-L6-v2, e5 multilingual-e5-small; a
+    # remote provider's default); else a model name or path (sentence-transformers loads any with provider "local").
+    model: str = ""
     batch_size: int = DEFAULT_BATCH_SIZE
     base_url: str = ""  # remote providers (OpenAI-compatible servers such as Ollama, LM Studio, vLLM)
     api_key_env: str = ""  # name of the environment variable holding the key; the key itself is never stored
@@ -91,7 +93,7 @@ class EmbeddingConfig:
     def __post_init__(self) -> None:
         _check_choice("embedding.provider", self.provider, PROVIDERS)
         _check_choice("embedding.query_runtime", self.query_runtime, QUERY_RUNTIMES)
-        _check(isinstance(self.model, str) and self.model != "", "embedding.model", self.model, "a model name or path")
+        _check(isinstance(self.model, str), "embedding.model", self.model, "a model name or path, or \"\"")
         _check(_is_int(self.batch_size) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
         _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
         _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from hybridmem.config.base import (
-    TOKENIZER_VERSION, _is_int,
+    TOKENIZER_VERSION, _is_int, provider_model,
 )
 from hybridmem.config.ranking import (
     RankConfig,
@@ -63,7 +63,7 @@ class Settings:
             tok.pop(query_only)
         payload = {
             "provider": self.embedding.provider,
-            "model": self.embedding.model,
+            "model": provider_model(self.embedding.provider, self.embedding.model),
             "base_url": self.embedding.base_url,
             "chunking": dataclasses.asdict(self.chunking),
             "tokenizer": tok,

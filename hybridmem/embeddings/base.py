@@ -36,6 +36,10 @@ class Embedder(ABC):
     name: str = "base"
     model: str = ""
     batch_size: int = DEFAULT_BATCH_SIZE
+    # The Unicode scripts (first word of a letter's Unicode name: LATIN, THAI, CJK...) the model was trained on; None
+    # when it claims them all or nobody said. The adaptive fusion shrinks the vector leg's weight for queries
+    # written in other scripts (ranking/adaptive.py).
+    scripts: frozenset[str] | None = None
 
     @property
     @abstractmethod

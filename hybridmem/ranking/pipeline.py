@@ -50,6 +50,7 @@ from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit, Ranking
 
 from hybridmem.config.calibration import KEYWORD_CALIBRATION, vector_calibration
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
+from hybridmem.ranking.adaptive import adapt
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import LEG_TERMS, ScoredLeg, get_fusion
 from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
@@ -221,6 +222,8 @@ def rank(
     chunks = candidates.chunks
 
     legs = normalize(candidates, config, memo, *normalizers)
+    if config.adaptive:  # part of fusion: each leg's weight for this query (ranking/adaptive.py)
+        legs, config = adapt(legs, candidates, config)
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
     order, no_decay = memo.earlier_order(legs, config.pool)

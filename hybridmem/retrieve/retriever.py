@@ -12,8 +12,8 @@ for none of them.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 import time
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -240,8 +240,10 @@ class Retriever:
         kw = [h for h in kw if h.chunk_id in chunks]
         vec = [h for h in vec if h.chunk_id in chunks]
         cands = build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
-        return replace(cands, vector_model=self._identity()[1]) if vector_searched else cands
-
+        if vector_searched:
+            cands = replace(cands, vector_model=self._identity()[1])
+        scripts = getattr(self.embedder.current, "scripts", None)  # the model's coverage, for the adaptive fusion
+        return replace(cands, vector_scripts=scripts) if scripts is not None else cands
 
 
 def clean_query(query: str) -> str:

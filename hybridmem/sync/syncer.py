@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from hybridmem import sources as src
-from hybridmem.config import Settings
-from hybridmem.embeddings import LazyEmbedder, embedder_identity
+from hybridmem.config import DEFAULT_PROVIDER, Settings, provider_model
+from hybridmem.embeddings import LazyEmbedder, embedder_identity, known_provider_key
 from hybridmem.errors import HybridMemError, WorkspaceError
 from hybridmem.records import Document
 from hybridmem.sessions import defer_session_reindex
@@ -33,6 +33,12 @@ from hybridmem.tokenization import fts_tokenizer_spec
 
 class ReadOnlyIndexError(HybridMemError):
     """The index cannot be written (a read-only file, folder or mount); it can still be searched."""
+
+
+def _describe(provider: str, model: str, key: str) -> str:
+    if provider in ("", "none"):
+        return "no embeddings (keyword-only)"
+    return " ".join(x for x in (provider, model, key) if x)
 
 
 class Syncer:
@@ -56,12 +62,29 @@ class Syncer:
         already records the same provider and model (so a warm sync or a keyword-only search stays fast)."""
         if not self.embedder.loaded:
             cfg = self.settings.embedding
-            meta = self.store.all_meta()
             if cfg.provider == "none":
                 return "none", "", "", 0
-            if cfg.provider == "local" and meta.get("provider") == "local" and meta.get("model") == cfg.model:
-                return "local", cfg.model, meta.get("provider_key", ""), int(meta.get("dims", 0) or 0)
+            meta = self.store.all_meta()
+            provider = DEFAULT_PROVIDER if cfg.provider == "auto" else cfg.provider
+            model = provider_model(provider, cfg.model)
+            if meta.get("provider") == provider and meta.get("model") == model:
+                key = known_provider_key(provider, meta.get("provider_key", ""))
+                if key is not None:
+                    return provider, model, key, int(meta.get("dims", 0) or 0)
         return embedder_identity(self.embedder.get())
+
+    def rebuild_reason(self) -> str | None:
+        """Why the next sync re-embeds everything, when the index was built with another embedder (said once: the
+        rebuilt index records the new one)."""
+        meta = self.store.all_meta()
+        if self.store.get_meta("settings_hash") is None or "provider" not in meta:
+            return None
+        old = (meta.get("provider", ""), meta.get("model", ""), meta.get("provider_key", ""))
+        name, model, key, _ = self.identity()
+        if old == (name, model, key):
+            return None
+        return (f"the index was built with {_describe(*old)}; re-embedding every chunk with "
+                f"{_describe(name, model, key)} (embedding settings changed)")
 
     def settings_hash(self) -> str:
         name, model, key, dims = self.identity()
@@ -106,11 +129,18 @@ class Syncer:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         if self.store.read_only:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
-        if (force or self.needs_full_reindex()) and self.store.path != ":memory:":
-            return atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
-                                                                 self.embedder).sync(progress=progress))
+        full = force or self.needs_full_reindex()
+        reason = self.rebuild_reason() if full else None
+        if full and self.store.path != ":memory:":
+            report = atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
+                                                                   self.embedder).sync(progress=progress))
+            if reason:
+                report.warnings.insert(0, reason)
+            return report
         t0 = time.perf_counter()
         report = SyncReport()
+        if reason:
+            report.warnings.append(reason)
         if force:
             self.store.set_meta("settings_hash", "forced")
         report.full_reindex = self.prepare_full_reindex() or force
