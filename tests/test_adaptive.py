@@ -61,8 +61,9 @@ def test_thai_query_against_an_english_model_ranks_by_keywords() -> None:
     # chunk 3 0.0. Static 0.5/0.5: chunk 1 0.75, chunk 2 0.5, chunk 3 0.0.
     assert _ranked(_cands("ไทย", LATIN), preset("minmax")) == [
         (1, 0.75, 0.25, 0.5), (2, 0.5, 0.5, 0.0), (3, 0.0, 0.0, 0.0)]
-    # adaptive: the vector weight is 0 for an all-Thai query, so the fused score is the keyword leg's alone
-    assert _ranked(_cands("ไทย", LATIN), cfg) == [(1, 1.0, 0.0, 1.0), (2, 0.0, 0.0, 0.0), (3, 0.0, 0.0, 0.0)]
+    # adaptive: the vector weight is 0 for an all-Thai query, so the vector leg drops out (chunk 2, found by it
+    # alone, is no candidate) and the fused score is the keyword leg's alone
+    assert _ranked(_cands("ไทย", LATIN), cfg) == [(1, 1.0, 0.0, 1.0), (3, 0.0, 0.0, 0.0)]
     # half the letters foreign: weights 0.25 / 0.5, shares 1/3 and 2/3
     assert _ranked(_cands("ไทย car", LATIN), cfg) == [
         (1, round(0.5 / 3 + 2 / 3, 6), round(0.5 / 3, 6), round(2 / 3, 6)), (2, round(1 / 3, 6), round(1 / 3, 6), 0.0),
@@ -119,7 +120,8 @@ def test_min_score_scales_with_the_weight_the_vector_leg_kept() -> None:
     cfg = preset("minmax").replace(adaptive=True)  # min_score 0.35
     for query, min_score in (("ไทย", 0.0), ("ไทย car", 0.175), ("car", 0.35)):
         r = rank(_cands(query, LATIN), cfg, now=0.0)
-        assert [h.chunk_id for h in r.hits] == ([1, 2, 3] if min_score == 0.0 else [1, 2])
+        # all-Thai: the vector leg weighs 0 and drops out, so chunk 2 (found by it alone) is no candidate
+        assert [h.chunk_id for h in r.hits] == ([1, 3] if min_score == 0.0 else [1, 2])
         cut = [h.cut_reason for h in r.candidates if not h.kept]
         assert cut == ([] if min_score == 0.0 else ["min_score"])
     # the static preset cuts the Thai query's second keyword hit (0.0 < 0.35) and keeps the blind leg's top
@@ -130,3 +132,16 @@ def test_the_default_is_adaptive_and_the_named_static_presets_are_not() -> None:
     assert RankConfig().adaptive and preset("default").adaptive and preset("adaptive") == preset("default")
     assert not preset("minmax").adaptive and not preset("rrf").adaptive and not preset("reference").adaptive
     assert preset("rrf-adaptive") == preset("rrf").replace(adaptive=True)
+
+
+def test_calibrated_scores_keep_their_min_score() -> None:
+    """With both legs calibrated the fused score is a probability whatever the weights, so the adaptive step does not
+    lower min_score: a blind-vector query is cut at the same probability as any other (min-max scales it instead)."""
+    cfg = preset("default")
+    assert cfg.adaptive and cfg.vector_norm == cfg.bm25_norm == "calibrated"
+    thai = _cands("ไทย", LATIN)
+    best = max(h.final_score for h in rank(thai, cfg.replace(min_score=0.0), now=0.0).hits)
+    assert best > 0.0
+    assert rank(thai, cfg.replace(min_score=best + 1e-6), now=0.0).hits == ()
+    minmax = preset("minmax").replace(adaptive=True, min_score=0.5)
+    assert [h.chunk_id for h in rank(thai, minmax, now=0.0).hits] == [1, 3]  # min-max: 0.5 scaled by the kept 0.0

@@ -87,8 +87,7 @@ def adapted_weights(candidates: Candidates, vector_weight: float, text_weight: f
     """``(vector_weight, text_weight)`` for this query (see the module doc).
 
     Example:
-        >>> from hybridmem.config import RankConfig
-from hybridmem.records import Candidates
+        >>> from hybridmem.records import Candidates
         >>> c = Candidates("ภาษาไทย", (), keyword=(), vector=(), chunks={}, pool=4, vector_scripts=frozenset({"LATIN"}))
         >>> adapted_weights(c, 0.5, 0.5)
         (0.0, 0.5)
@@ -109,9 +108,16 @@ def adapt(legs: Sequence[Any], candidates: Candidates, config: RankConfig) -> tu
     before = {leg.scored.name: leg.scored.weight for leg in legs}
     kept = min((leg.scored.weight / before[leg.scored.name] for leg in out if before[leg.scored.name] > 0.0),
                default=1.0)
-    if kept >= 1.0 or config.min_score <= 0.0:
+    out = [leg for leg in out if leg.scored.weight > 0.0] or out  # a leg weighted to 0 drops out, as 0 always does
+    if kept >= 1.0 or config.min_score <= 0.0 or _probabilities(config):
         return out, config
     return out, config.replace(min_score=config.min_score * kept)
+
+
+def _probabilities(config: RankConfig) -> bool:
+    """Both legs calibrated: the fused score is a probability of relevance whatever the weights (fusion divides by
+    their sum), so ``min_score`` keeps its meaning and is not scaled."""
+    return config.vector_norm == "calibrated" and config.bm25_norm == "calibrated"
 
 
 def reweight(legs: Sequence[Any], candidates: Candidates) -> list[Any]:
