@@ -11,7 +11,8 @@
    largest cutoff asked, see :func:`~hybridmem.eval.metrics.depth_for`), so the pool is
    ``min(max_candidates, depth * candidate_multiplier)``; ``max_injected_chars`` becomes 0 (no snippet budget; the
    budget is measured by ``budget_recall`` instead). ``min_score`` is the config's own, as in production (presets
-   ``keyword``/``vector``/``rrf`` use 0; ``weighted`` 0.35 cuts low-scoring hits, which costs recall); pass
+   ``keyword``/``vector``/``rrf`` use 0; the calibrated default's abstains on low probabilities, ``minmax`` cuts at
+   0.35; both cost recall); pass
    ``min_score=`` to override it for every config.
 4. **Score**: hits -> units (:mod:`hybridmem.eval.units`) -> ranx per-query scores (:mod:`hybridmem.eval.metrics`).
 
