@@ -9,7 +9,7 @@ from embed_server import EmbedServer
 
 from hybridmem.fallback import BackendManager, Unavailable
 from hybridmem.retrieve.failover import EmbedderFailover
-from hybridmem.config import EmbeddingConfig, Settings
+from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig, Settings
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.errors import ProviderError
 from hybridmem.index import MemoryIndex
@@ -113,9 +113,9 @@ def test_builtin_memory_index_behind_a_failing_primary(tmp_path: Path) -> None:
 
 
 class FlakyEmbedder(HashEmbedder):
-    """Fails queries while ``broken`` is set."""
+    """The default provider, failing queries while ``broken`` is set."""
 
-    name = "local"
+    name = DEFAULT_PROVIDER
 
     def __init__(self) -> None:
         super().__init__(dims=16, model="flaky")
@@ -148,7 +148,7 @@ def test_repeated_query_errors_switch_provider_and_reindex(tmp_path: Path) -> No
         resp = idx.search("timing belt", min_score=0.0)  # third error: switch to the next provider
         assert idx.embedder is not None and idx.embedder.name == "openai"
         assert idx.dirty
-        assert "local: switched off after 3 consecutive errors (ProviderError: model crashed: CUDA error)" in \
+        assert f"{DEFAULT_PROVIDER}: switched off after 3 consecutive errors (ProviderError: model crashed: CUDA error)" in \
             idx.fallback_reason
         resp = idx.search("timing belt", min_score=0.0)  # dirty + sync_on_search: a safe full reindex first
         assert idx.last_sync is not None and idx.last_sync.full_reindex
@@ -161,10 +161,10 @@ def test_repeated_query_errors_switch_provider_and_reindex(tmp_path: Path) -> No
 def test_failover_chain_ends_in_keyword_only() -> None:
     fo = EmbedderFailover(EmbeddingConfig(provider="auto", fallback=("voyage",)), threshold=2)
     emb = FlakyEmbedder()
-    assert fo.chain_after("local") == ["voyage"]
+    assert fo.chain_after(DEFAULT_PROVIDER) == ["voyage"]
     assert fo.record_error(emb, RuntimeError("x")) is False
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("VOYAGE_API_KEY", raising=False)
         assert fo.record_error(emb, RuntimeError("x")) is None
-    assert fo.switched[0] == "local: switched off after 2 consecutive errors (RuntimeError: x)"
+    assert fo.switched[0] == f"{DEFAULT_PROVIDER}: switched off after 2 consecutive errors (RuntimeError: x)"
     assert fo.switched[1].startswith("voyage: no API key for voyage")

@@ -168,10 +168,13 @@ def test_chocolate_cake_returns_nothing_hash_embedder(tmp_path: Path, hash_embed
 
 
 @pytest.mark.slow
-def test_chocolate_cake_returns_nothing_minilm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["e5", "local"])
+def test_chocolate_cake_returns_nothing_real_models(tmp_path: Path, provider: str) -> None:
+    from hybridmem.config import Settings
     from hybridmem.index import MemoryIndex
 
-    with MemoryIndex(_cake_workspace(tmp_path)) as idx:
+    settings = Settings().override(embedding={"provider": provider})
+    with MemoryIndex(_cake_workspace(tmp_path), settings=settings) as idx:
         idx.sync()
         assert idx.search("chocolate cake recipe").results == ()
         for path, q in CAKE_QUERIES.items():
@@ -188,3 +191,25 @@ def test_recall_block_clamped() -> None:
     one = recall_block(hits, len(full) - 1)
     assert "[a.md#L1]" in one and "[b.md#L2]" not in one and len(one) <= len(full) - 1
     assert recall_block(hits, 20) == "" and recall_block([], 4000) == ""
+
+
+def test_calibrate_cli_refits_one_model_and_keeps_the_others(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`hybridmem eval calibrate --models e5` keys the fit by the provider's model and keeps MiniLM's fit."""
+    import hybridmem.eval.calibrate as cal
+    from hybridmem.cli import main
+
+    new = Calibration(("cosine",), (4.0,), -7.0, "test rows")
+    seen: list[str] = []
+
+    def fake(models, progress=True):  # noqa: ANN001, ANN202
+        seen.extend(models)
+        return {m: new for m in models}, KEYWORD_CALIBRATION
+
+    monkeypatch.setattr(cal, "calibrate", fake)
+    assert main(["eval", "calibrate", "--models", "e5", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert seen == ["multilingual-e5-small"]
+    assert '"multilingual-e5-small": Calibration(("cosine",), (4.0,), -7.0,' in out
+    kept = VECTOR_CALIBRATIONS["all-MiniLM-L6-v2"]
+    assert f'"all-MiniLM-L6-v2": Calibration(("cosine",), ({kept.coef[0]!r},), {kept.intercept!r},' in out

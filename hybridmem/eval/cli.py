@@ -129,14 +129,17 @@ def _run_abstention(args: argparse.Namespace) -> int:
 
 
 def _run_calibrate(args: argparse.Namespace) -> int:
+    from hybridmem.config import provider_model
+    from hybridmem.config.calibration import VECTOR_CALIBRATIONS
     from hybridmem.eval.calibrate import calibrate, render, write_constants
 
     models = {}
     for provider in args.models:
         s = _settings(args).override(embedding={"provider": provider})
-        models["multilingual-e5-small" if provider == "e5" else s.embedding.model] = s
+        models[provider_model(provider, s.embedding.model)] = s
     vector, keyword = calibrate(models, progress=not args.json)
-    block = render(vector, keyword)
+    # models not refitted this run keep their fits (refit one model without re-embedding the others' datasets)
+    block = render({**VECTOR_CALIBRATIONS, **vector}, keyword)
     if args.write:
         write_constants(block)
         print("wrote hybridmem/config/calibration.py", file=sys.stderr)
