@@ -136,6 +136,13 @@ def test_http_session(ws: Path, http_server: HttpServer) -> None:
     asyncio.run(main())
 
 
+def test_bench_raw_http_client_speaks_to_the_server(http_server: HttpServer) -> None:
+    from hybridmem.bench.serving import _raw_http_round_trips
+
+    samples = asyncio.run(_raw_http_round_trips(http_server.url, 3))
+    assert len(samples) == 3 and all(s > 0 for s in samples)
+
+
 def test_http_checks_origin_and_host(http_server: HttpServer) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}

@@ -6,6 +6,9 @@ On a copy of the demo workspace (``datasets/demo-memory/workspace``), indexed on
 * ``serving_mcp_first_answer_s``: from spawning ``hybridmem mcp`` to the first ``memory_search`` answer over stdio
   (median of 3), beside ``serving_mcp_first_full_s``, the first answer that used the embedding model;
 * ``serving_{stdio,http}_p50_ms`` / ``_p95_ms``: warm round trips of ``memory_search`` through the SDK's client;
+* ``serving_http_raw_p50_ms`` / ``_p95_ms``: the same ``tools/call`` POSTed by a plain keep-alive ``httpx2`` client to
+  the same server in the same minute, so the SDK client's own share (its output-schema validation, its task hops)
+  shows apart from the server's and the transport's;
 * ``serving_inproc_p50_ms`` / ``_p95_ms``: ``MemoryService.search`` in this process, the floor of both.
 
 ``--quick`` runs keyword-only with fewer repetitions (the labels say so); a full run uses the default model.
@@ -142,12 +145,49 @@ def _http_round_trips(ws: Path, keyword: list[str], rounds: int) -> dict[str, fl
         if not m:
             raise RuntimeError(f"hybridmem mcp --http did not start: {line}")
 
+        url = f"http://127.0.0.1:{m.group(1)}/mcp"
+
         async def main() -> list[float]:
-            async with Client(f"http://127.0.0.1:{m.group(1)}/mcp") as client:
+            async with Client(url) as client:
                 return await _round_trips(client, rounds)
 
         p50, p95 = percentiles(ms(s) for s in asyncio.run(main()))
+        raw50, raw95 = percentiles(ms(s) for s in asyncio.run(_raw_http_round_trips(url, rounds)))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    return {"serving_http_p50_ms": p50, "serving_http_p95_ms": p95}
+    return {"serving_http_p50_ms": p50, "serving_http_p95_ms": p95,
+            "serving_http_raw_p50_ms": raw50, "serving_http_raw_p95_ms": raw95}
+
+
+async def _raw_http_round_trips(url: str, rounds: int) -> list[float]:
+    """``memory_search`` as bare JSON-RPC POSTs on one keep-alive connection (handshake once, then only calls)."""
+    import httpx2
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+    def call(i: int, query: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": "memory_search", "arguments": {"query": query}}}
+
+    async with httpx2.AsyncClient() as http:
+        r = await http.post(url, headers=headers, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
+            "clientInfo": {"name": "hybridmem-bench", "version": "0"}}})
+        r.raise_for_status()
+        headers["mcp-protocol-version"] = r.json()["result"]["protocolVersion"]
+        if r.headers.get("mcp-session-id"):
+            headers["mcp-session-id"] = r.headers["mcp-session-id"]
+        await http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i, q in enumerate(QUERIES):
+            await http.post(url, headers=headers, json=call(i + 1, q))
+        samples = []
+        for i in range(rounds):
+            t0 = time.perf_counter()
+            r = await http.post(url, headers=headers, json=call(100 + i, QUERIES[i % len(QUERIES)]))
+            body = r.json()
+            samples.append(time.perf_counter() - t0)
+            if r.status_code != 200 or "error" in body or body["result"].get("isError"):
+                raise RuntimeError(f"raw tools/call failed ({r.status_code}): {r.text[:200]}")
+    return samples
