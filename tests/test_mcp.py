@@ -232,6 +232,23 @@ def test_search_does_not_wait_for_a_running_sync(ws: Path) -> None:
         t.join()
 
 
+def test_a_search_waits_for_the_loading_model_up_to_model_wait_s(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmem.serve.service import LOADING_REASON
+
+    gate = threading.Event()
+    monkeypatch.setattr(MemoryService, "_load_model", lambda self, index: gate.wait(30) and self._model_ready.set())
+    (ws / "hybridmem.toml").write_text("[serve]\nmodel_wait_s = 0.2\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False) as svc:
+        t0 = time.perf_counter()
+        out = svc.search("retry backoff")
+        assert time.perf_counter() - t0 >= 0.2  # it waited (Event.wait never returns early)
+        assert out["fallback"] and out["fallback_reason"] == LOADING_REASON and out["results"]
+        (ws / "hybridmem.toml").write_text("[serve]\nmodel_wait_s = 30\n", encoding="utf-8")
+        threading.Timer(0.3, gate.set).start()
+        out = svc.search("retry backoff")  # the model arrives while this search waits: no keyword-only answer
+        assert out.get("fallback_reason") != LOADING_REASON and out["results"]
+
+
 @pytest.mark.slow
 def test_concurrent_http_clients_while_files_change(ws: Path, http_server: HttpServer) -> None:
     """8 clients x 50 searches over HTTP while another process edits memory files; then a fresh edit is findable
@@ -320,5 +337,29 @@ def test_recall_prompt_injects_or_stays_quiet(ws: Path) -> None:
             assert text.startswith("<memory>") and f"[{FILE}#L" in text and len(text) <= 4000
             r = await client.call_tool("memory_search", {"query": "chocolate cake recipe"})
             assert r.structured_content["results"] == [] and r.content[0].text == NOTHING_FOUND
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_stdio_session_with_the_default_model(tmp_path: Path) -> None:
+    """The served default (e5, no torch): a Vietnamese question finds its note through the vector leg, over stdio."""
+    ws = tmp_path / "ws"
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".hybridmem"))
+    subprocess.run([sys.executable, "-c", LAUNCH, "index", str(ws)], env=ENV, check=True, capture_output=True)
+
+    async def main() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-c", LAUNCH, "mcp", str(ws), "--no-watch"],
+                                       env=ENV)
+        async with Client(params) as client:
+            r = await client.call_tool("memory_search", {"query": "công thức phở bò của Mẹ cần những gia vị gì?",
+                                                         "max_results": 3})
+            assert not r.is_error
+            out = r.structured_content
+            assert (out["provider"], out["model"], out["fallback"]) == ("e5", "multilingual-e5-small", False)
+            assert out["results"][0]["citation"].startswith("memory/topics/recipes.md#")
+            assert out["results"][0]["vector_score"] > 0
+            st = (await client.call_tool("memory_status", {})).structured_content
+            assert (st["provider"], st["chunks"]) == ("e5", 65)
 
     asyncio.run(main())

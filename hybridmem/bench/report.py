@@ -111,6 +111,8 @@ ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
      None),
     ("MCP warm round trip p95, HTTP", "serving_http_p95_ms", "in-process search", "serving_inproc_p95_ms", "ms", "",
      None),
+    ("MCP warm round trip p50, HTTP (SDK client)", "serving_http_p50_ms", "bare keep-alive POST, same server",
+     "serving_http_raw_p50_ms", "ms", "", None),
 )
 
 

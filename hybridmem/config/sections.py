@@ -196,3 +196,9 @@ class ServeConfig:
     query_log_max_bytes: int = 4_000_000  # then rotated to query-log.1.jsonl (one old file kept)
     http_host: str = "127.0.0.1"  # a non-loopback host is refused without a bearer token
     http_port: int = 8765  # --http PORT overrides; the token comes from --token or HYBRIDMEM_MCP_TOKEN
+    # A search arriving while the embedding model still loads waits this long for it, then answers keyword-only and
+    # says so: e5 loads in about 0.2 s (the first answer uses it), all-MiniLM-L6-v2 with torch in 6-10 s.
+    model_wait_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check(self.model_wait_s >= 0, "serve.model_wait_s", self.model_wait_s, "a number of seconds >= 0")

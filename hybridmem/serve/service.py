@@ -9,8 +9,9 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   store's write transactions are short (embedding happens outside them) and readers never see one half done.
 * ``hybridmem.toml`` is checked (mtime and size) before every call; a change takes effect on that call. Settings that
   change what the index holds open a new index with them and sync it in the background.
-* Until the embedding model has loaded (it starts loading at once, in the background), searches run keyword-only and
-  say so (``fallback_reason``), so the first answer does not wait for torch.
+* The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
+  (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
+  torch.
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ class MemoryService:
 
 
 class _Backend:
-    """What :class:`MemoryTools` searches: the service's current index, keyword-only while the model loads."""
+    """What :class:`MemoryTools` searches: the service's current index, keyword-only while the model loads (after
+    waiting ``serve.model_wait_s`` for it)."""
 
     def __init__(self, service: MemoryService) -> None:
         self._service = service
@@ -209,7 +211,8 @@ class _Backend:
     def search(self, query: str, **kwargs: Any) -> Any:
         svc = self._service
         index = svc.index
-        if not svc._model_ready.is_set() and index.settings.ranking.vector_weight > 0:
+        waited = svc._model_ready.wait(index.settings.serve.model_wait_s)
+        if not waited and index.settings.ranking.vector_weight > 0:
             resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
             return _Loading(resp)
         return index.search(query, **kwargs)
