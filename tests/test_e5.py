@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -228,3 +229,17 @@ def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert (res["split"], res["queries"]) == ("train", 5)
+
+
+def test_engine_threads_wait_passively_unless_the_user_says_otherwise() -> None:
+    """libgomp, as the engine loads it, reports its settings (OMP_DISPLAY_ENV=VERBOSE): threads that never spin by
+    default (spinning threads made a first query take 0.25-1.5 s on a busy machine, 0.04-0.1 s passive), the user's
+    own OMP_WAIT_POLICY otherwise."""
+    code = "from hybridmem.embeddings.e5 import load_e5; load_e5()"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(OMP_DISPLAY_ENV="VERBOSE", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stderr
+    assert "GOMP_SPINCOUNT = '0'" in out
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stderr
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in out and "GOMP_SPINCOUNT = '0'" not in out
