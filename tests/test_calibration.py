@@ -213,3 +213,33 @@ def test_calibrate_cli_refits_one_model_and_keeps_the_others(monkeypatch: pytest
     assert '"multilingual-e5-small": Calibration(("cosine",), (4.0,), -7.0,' in out
     kept = VECTOR_CALIBRATIONS["all-MiniLM-L6-v2"]
     assert f'"all-MiniLM-L6-v2": Calibration(("cosine",), ({kept.coef[0]!r},), {kept.intercept!r},' in out
+
+
+def test_calibrate_fits_the_keyword_leg_on_xquad_too_and_the_vector_leg_without(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """XQuAD-R's 11 languages reach the keyword fit only, as one source, through keyword-only indexes."""
+    import hybridmem.eval.calibrate as cal
+    from hybridmem.config import Settings
+
+    class FakeEvaluator:
+        def __init__(self, ds, settings, progress=True):  # noqa: ANN001
+            self.name, self.provider = ds, settings.embedding.provider
+
+        def close(self) -> None:
+            pass
+
+    calls: list[tuple[str, str, str | None]] = []
+
+    def collect(ev, vec, kw, pool=24, source=None):  # noqa: ANN001, ANN202
+        calls.append((ev.name, ev.provider, source))
+        vec.add(ev.name, [0.5], 1); vec.add(ev.name, [0.1], 0)
+        kw.add(source or ev.name, [1.0, 1.0, 0.0], 1); kw.add(source or ev.name, [0.0, 0.0, 0.0], 0)
+
+    monkeypatch.setattr(cal, "Evaluator", FakeEvaluator)
+    monkeypatch.setattr(cal, "collect", collect)
+    monkeypatch.setattr("hybridmem.eval.datasets.load_dataset", lambda name: name)
+    vector, keyword = cal.calibrate({"m": Settings().override(embedding={"provider": "e5"})}, progress=False)
+    assert calls[:3] == [("scifact", "e5", None), ("locomo", "e5", None), ("demo", "e5", None)]
+    assert calls[3:] == [(f"xquad-{lang}", "none", "xquad") for lang in cal.LANGUAGES]
+    assert len(cal.LANGUAGES) == 11
+    assert "xquad" in keyword.fitted_on and "xquad" not in vector["m"].fitted_on

@@ -10,7 +10,8 @@ the named features of one candidate (see :mod:`hybridmem.ranking.calibrate` for 
   query terms, so a long query's larger BM25 sum is read relative to its length).
 
 How they were fitted (re-run with ``hybridmem eval calibrate --write``; :mod:`hybridmem.eval.calibrate`): on TRAIN
-splits only (SciFact train claims, LoCoMo conversations 0-4, the demo set's train queries), every pooled candidate
+splits only (SciFact train claims, LoCoMo conversations 0-4, the demo set's train queries; for the keyword leg also
+XQuAD-R's train questions in all 11 languages, one source), every pooled candidate
 (24 per leg, the default pool) of every answerable query labelled 1 when it holds a judged unit and 0 otherwise,
 plus every pooled candidate of the train no-answer queries (LoCoMo questions asked in another train conversation,
 SciFact train claims against the demo workspace, the demo set's train no-answer queries) labelled 0; each dataset's
@@ -67,8 +68,8 @@ VECTOR_CALIBRATIONS: dict[str, Calibration] = {
     "multilingual-e5-small": Calibration(("cosine",), (6.7018,), -8.9422,
         "76608 rows (1892 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo"),
 }
-KEYWORD_CALIBRATION = Calibration(("log1p_bm25", "coverage", "log_terms"), (0.7345, 5.4563, 0.189), -7.6313,
-    "58492 rows (1902 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo")
+KEYWORD_CALIBRATION = Calibration(("log1p_bm25", "coverage", "log_terms"), (1.036, 5.0248, -0.1675), -7.3897,
+    "288198 rows (10765 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad")
 # END FITTED
 
 FALLBACK_VECTOR_MODEL = "all-MiniLM-L6-v2"
