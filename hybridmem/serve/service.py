@@ -211,8 +211,8 @@ class _Backend:
     def search(self, query: str, **kwargs: Any) -> Any:
         svc = self._service
         index = svc.index
-        waited = svc._model_ready.wait(index.settings.serve.model_wait_s)
-        if not waited and index.settings.ranking.vector_weight > 0:
+        uses_model = index.settings.ranking.vector_weight > 0
+        if uses_model and not svc._model_ready.wait(index.settings.serve.model_wait_s):
             resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
             return _Loading(resp)
         return index.search(query, **kwargs)
