@@ -15,7 +15,7 @@ from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import read_text, redact_memory_text, session_redactor
+from hybridmem.sources import BINARY, read_text, redact_memory_text, session_redactor
 
 
 def read_lines(
@@ -29,6 +29,8 @@ def read_lines(
     if lines is not None and lines < 1:
         raise ArgumentError(f"lines must be >= 1, got {lines}")
     text, warning = read_text(abspath, sources.max_file_bytes)
+    if warning == BINARY:
+        raise PathError(f"{key} is a binary file, so it is not indexed and cannot be read")
     if source == "sessions":
         tr = parse_transcript(split_lines(text), session_redactor(sources))
         numbered = list(zip(tr.line_map, split_lines(tr.text)))

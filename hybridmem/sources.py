@@ -115,6 +115,25 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None) -> list
     return [out[k] for k in sorted(out)]
 
 
+def unindexed_reason(rel: str, config: SourcesConfig | None = None) -> str | None:
+    """Why :func:`discover` would not index the workspace-relative file ``rel`` under ``memory/`` (None: it would).
+
+    Example:
+        >>> unindexed_reason("memory/node_modules/x.md")
+        "its folder 'node_modules' is ignored (sources.ignore_dirs)"
+    """
+    cfg = config or SourcesConfig()
+    parts = rel.split("/")
+    if parts[0] != "memory" or len(parts) < 2:
+        return "only files under memory/ are written"
+    if not parts[-1].lower().endswith(".md"):
+        return "only .md files are indexed"
+    ignored = next((p for p in parts[1:-1] if p in set(cfg.ignore_dirs)), None)
+    if ignored is not None:
+        return f"its folder {ignored!r} is ignored (sources.ignore_dirs)"
+    return None
+
+
 def describe_sources(workspace: str | Path, config: SourcesConfig | None = None) -> str:
     """One sentence saying where :func:`discover` looks, for a workspace where it found nothing.
 
@@ -137,16 +156,51 @@ class LoadResult:
     malformed_lines: int = 0
 
 
+BINARY = "binary file skipped"
+# A file is binary when NUL bytes and bytes that are not UTF-8 make up more than this share of its first 8 KB (and
+# more than BINARY_MIN_BYTES of them): images, archives, databases and UTF-16 text are far above it; a note with a stray
+# NUL or a few Latin-1 accents is text (the NUL is replaced by U+FFFD and named in a warning, never a reason to drop
+# the whole file).
+BINARY_SHARE = 0.10
+BINARY_MIN_BYTES = 16
+
+
+def is_binary(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is binary (see :data:`BINARY_SHARE`).
+
+    Example:
+        >>> is_binary(b"# notes\n\nfine\x00 text\n"), is_binary(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+        (False, True)
+    """
+    invalid = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(b"\xef\xbf\xbd")
+    bad = head.count(0) + invalid
+    return bad > BINARY_MIN_BYTES and bad > BINARY_SHARE * len(head)
+
+
+def _nul_warning(text: str) -> str:
+    lines: list[int] = []
+    pos = text.find("\x00")
+    while pos >= 0 and len(lines) < 5:
+        line = len(split_lines(text[: pos + 1]))
+        if line not in lines:
+            lines.append(line)
+        pos = text.find("\x00", pos + 1)
+    n = text.count("\x00")
+    more = "" if pos < 0 else " and later"
+    return f"{n} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
+
+
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
-    """Decode a file as UTF-8 (invalid bytes replaced); a warning when it was binary, invalid or too large.
+    """Decode a file as UTF-8 (invalid bytes and NULs replaced by U+FFFD); a warning when it was binary (then ``""``),
+    held NULs or invalid UTF-8, or was too large.
 
     At most ``max_bytes`` are read (``sources.max_file_bytes``), cut at the last line break before the limit, so
     memory stays bounded whatever the file's size (indexing holds about 4.5x the text at its peak).
     """
     with open(path, "rb") as fh:
         head = fh.read(8192)
-        if b"\x00" in head:
-            return "", "binary file skipped"
+        if is_binary(head):
+            return "", BINARY
         data = head + fh.read(max(0, max_bytes + 1 - len(head)))
     warnings = []
     if len(data) > max_bytes:
@@ -161,6 +215,9 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     del data
     if text.startswith("\ufeff"):
         text = text[1:]
+    if "\x00" in text:  # SQLite and the tokenizers take NUL as the end of the text
+        warnings.insert(0, _nul_warning(text))
+        text = text.replace("\x00", "\ufffd")
     return text, "; ".join(warnings) or None
 
 
@@ -191,7 +248,7 @@ def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
     """Read one discovered file into a Document (None for a binary file)."""
     cfg = config or SourcesConfig()
     text, warning = read_text(sf.abspath, cfg.max_file_bytes)
-    if warning == "binary file skipped":
+    if warning == BINARY:
         return LoadResult(None, warning)
     if sf.source == "sessions":
         tr = parse_transcript(split_lines(text), session_redactor(cfg))

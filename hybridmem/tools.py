@@ -132,8 +132,8 @@ def parse_args(args: dict[str, Any], spec: tuple[Arg, ...]) -> dict[str, Any]:
     names = {n: a for a in spec for n in (a.name, *a.aliases)}
     unknown = sorted(k for k in args if k not in names)
     if unknown:
-        raise HybridMemError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected "
-                             f"{', '.join(a.name for a in spec)}")
+        expected = f"expected {', '.join(a.name for a in spec)}" if spec else "this tool takes no arguments"
+        raise HybridMemError(f"unknown argument(s): {', '.join(map(str, unknown))}; {expected}")
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for key, value in args.items():

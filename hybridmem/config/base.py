@@ -65,8 +65,9 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 # retried after this many seconds; an embedding provider is replaced after this many consecutive errors.
 BACKEND_RETRY_AFTER_S = 60.0
 FAILOVER_ERRORS = 3
-# A query is cut to this many characters before it is embedded (search and eval alike).
-MAX_QUERY_CHARS = 20_000
+# The default of ``tokenizer.max_query_chars``: a query is cut to this many characters before it is searched, logged or
+# embedded (search and eval alike).
+MAX_QUERY_CHARS = 2_000
 
 # Bumped when tokenization.py changes the tokens it gives for the same settings, so indexes are rebuilt.
 # 2: n-grams of grapheme clusters in Thai, Lao, Myanmar and Khmer (were code points).

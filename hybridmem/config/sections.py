@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from hybridmem.config.base import (
-    DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, INDEX_DIRNAME, LABELS_DIRNAME, PROVIDERS, QUERY_MODES,
+    DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, INDEX_DIRNAME, LABELS_DIRNAME, MAX_QUERY_CHARS, PROVIDERS, QUERY_MODES,
     QUERY_RUNTIMES, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
 )
 from hybridmem.errors import ConfigError
@@ -55,6 +55,9 @@ class TokenizerConfig:
     # Distinct terms a query keeps. 64 cut paragraph-length queries short: SciFact abstracts as queries for their
     # titles (first 300 of 5,183) scored nDCG@10 0.872 at 64, 0.892 at 128, 0.896 at 256.
     max_query_terms: int = 256
+    # A longer query is cut to this many characters before anything reads it (the search says so in ``notice``):
+    # a 3 MB query took seconds of CPU in tokenizing and redaction and slowed every other client's searches.
+    max_query_chars: int = MAX_QUERY_CHARS
     # A term occurring n times in the query is searched 1 + floor(log2(n)) times (see tokenization.query_terms).
     query_term_frequency: bool = True
     # Index a word's accented form beside its folded one; a query with diacritics searches the accented form only
@@ -66,6 +69,8 @@ class TokenizerConfig:
         _check_choice("tokenizer.query_mode", self.query_mode, QUERY_MODES)
         _check(_is_int(self.max_query_terms) and self.max_query_terms >= 1, "tokenizer.max_query_terms",
                self.max_query_terms, "an integer >= 1")
+        _check(_is_int(self.max_query_chars) and self.max_query_chars >= 1, "tokenizer.max_query_chars",
+               self.max_query_chars, "an integer >= 1")
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,20 @@ class ServeConfig:
     # A search arriving while the embedding model still loads waits this long for it, then answers keyword-only and
     # says so: e5 loads in about 0.2 s (the first answer uses it), all-MiniLM-L6-v2 with torch in 6-10 s.
     model_wait_s: float = 1.0
+    # memory_write (``--allow-write``): secrets found by the redaction rules (hybridmem/redaction.py, plus
+    # ``sources.redact_patterns``) are replaced by [REDACTED] before the note reaches the file, and the reply names
+    # the rules; false keeps the raw text in the file (the index and memory_get still redact it).
+    redact_writes: bool = True
+    max_note_chars: int = 20_000  # a longer note is refused
 
     def __post_init__(self) -> None:
         _check(self.model_wait_s >= 0, "serve.model_wait_s", self.model_wait_s, "a number of seconds >= 0")
+        for name in ("query_log", "redact_writes"):
+            _check(isinstance(getattr(self, name), bool), f"serve.{name}", getattr(self, name), "true or false")
+        for name in ("query_log_max_bytes", "max_note_chars"):
+            value = getattr(self, name)
+            _check(_is_int(value) and value >= 1, f"serve.{name}", value, "an integer >= 1")
+        _check(_is_int(self.http_port) and 0 <= self.http_port <= 65535, "serve.http_port", self.http_port,
+               "an integer from 0 to 65535")
+        _check(isinstance(self.http_host, str) and bool(self.http_host.strip()), "serve.http_host", self.http_host,
+               "a host name or address")

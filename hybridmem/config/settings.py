@@ -59,7 +59,8 @@ class Settings:
         from hybridmem.redaction import redaction_fingerprint
 
         tok = dataclasses.asdict(self.tokenizer)
-        for query_only in ("query_mode", "query_stopwords", "max_query_terms", "query_term_frequency"):
+        for query_only in ("query_mode", "query_stopwords", "max_query_terms", "max_query_chars",
+                           "query_term_frequency"):
             tok.pop(query_only)
         payload = {
             "provider": self.embedding.provider,

@@ -19,7 +19,7 @@ from mcp.server import Server
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.serve.service import MemoryService, guarded
 from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
-                                   WRITE_DESCRIPTION, append_note)
+                                   WRITE_DESCRIPTION, write_note)
 from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, parse_args
 
 SERVER_NAME = "hybridmem"
@@ -35,7 +35,8 @@ _HIT = {"type": "object", "properties": {
 SEARCH_OUTPUT = {"type": "object", "properties": {
     "query": {"type": "string"}, "results": {"type": "array", "items": _HIT}, "search_id": {"type": "string"},
     "provider": {"type": "string"}, "model": {"type": "string"}, "fallback": {"type": "boolean"},
-    "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}}, "required": ["query", "results"]}
+    "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}, "notice": {"type": "string"}},
+    "required": ["query", "results"]}
 GET_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},
     "total_lines": {"type": "integer"}, "text": {"type": "string"}}, "required": ["path", "from", "lines", "text"]}
@@ -45,7 +46,9 @@ STATUS_OUTPUT = {"type": "object", "properties": {
     "sync_running": {"type": "boolean"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
 WRITE_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-    "indexed": {"type": "boolean"}}, "required": ["path", "start_line", "end_line"]}
+    "bytes": {"type": "integer"}, "indexed": {"type": "boolean"}, "index_error": {"type": "string"},
+    "redacted": {"type": "array", "items": {"type": "string"}}, "removed_characters": {"type": "integer"}},
+    "required": ["path", "start_line", "end_line", "indexed"]}
 
 
 def tool_list(service: MemoryService, allow_write: bool) -> list[types.Tool]:
@@ -73,16 +76,24 @@ def tool_list(service: MemoryService, allow_write: bool) -> list[types.Tool]:
 def render(name: str, out: dict[str, Any]) -> str:
     """The text rendering of a result (what a host that ignores structured content shows the model)."""
     if name == "memory_search":
+        notice = [f"(note: {out['notice']})"] if out.get("notice") else []
         if not out["results"]:
-            return out.get("message") or NOTHING_FOUND
+            return "\n\n".join([out.get("message") or NOTHING_FOUND, *notice])
         parts = [f"{r.get('citation', r['path'])} (score {r['score']:.2f})\n{r['snippet']}" for r in out["results"]]
         if out.get("fallback_reason"):
             parts.append(f"(note: {out['fallback_reason']})")
-        return "\n\n".join(parts)
+        return "\n\n".join(parts + notice)
     if name == "memory_get":
         return out["text"]
     if name == "memory_write":
-        return f"Saved to {out['path']}#L{out['start_line']}-L{out['end_line']}."
+        text = f"Saved to {out['path']}#L{out['start_line']}-L{out['end_line']}."
+        if out.get("redacted"):
+            text += f" Secrets were replaced by [REDACTED] (rules: {', '.join(out['redacted'])})."
+        if out.get("removed_characters"):
+            text += f" {out['removed_characters']} control character(s) were removed."
+        if not out.get("indexed", True):
+            text += f" Not searchable yet: {out.get('index_error')}."
+        return text
     return json.dumps(out, ensure_ascii=False)
 
 
@@ -128,13 +139,18 @@ def _get(service: MemoryService, client: str, args: dict[str, Any]) -> dict[str,
 
 def _write(service: MemoryService, args: dict[str, Any]) -> dict[str, Any]:
     a = parse_args(args, WRITE_ARGS)
-    out = append_note(service.workspace, a["text"], a.get("file"))
-    service.index.sync()  # findable when the call returns (the watcher would also catch it after the debounce)
-    return {**out, "indexed": True}
+    return write_note(service, a["text"], a.get("file"))
 
 
 def build_server(service: MemoryService, allow_write: bool = False) -> Server[Any]:
-    """The MCP ``Server`` over ``service``."""
+    """The MCP ``Server`` over ``service``; with ``allow_write``, appends a killed writer cut short are undone first."""
+    if allow_write:
+        import sys
+
+        from hybridmem.serve.notefile import recover
+
+        for line in recover(service.workspace / "memory"):
+            print(f"hybridmem: {line}", file=sys.stderr, flush=True)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list(service, allow_write))

@@ -1,28 +1,46 @@
 """``memory_write`` (served only with ``--allow-write``) and the pre-compaction flush prompt.
 
 A note is appended to today's ``memory/YYYY-MM-DD.md`` (UTC date), or to a named Markdown file under ``memory/``,
-atomically: the new content is written to a temporary file in the same folder and renamed over the old one, so a
-reader (the watcher's sync, ``memory_get``) sees the old file or the new one, never half of it. Nothing is ever
-written outside ``memory/``: absolute paths, ``..``, symlinked folders or files, and non-``.md`` names are refused.
+then indexed before the call returns. What the reply says is true when it is given:
+
+* **Parallel writes** (threads of one server, two servers on one workspace, hosts sharing the folder) each land
+  whole, at the lines their reply names: appends hold a per-file lock (:mod:`hybridmem.serve.notefile`: an in-process
+  lock plus ``flock`` on ``memory/.<name>.lock``) while they read the file's end, count its lines and append in place
+  with ``fsync``; a writer killed in mid-append leaves nothing (the next append, or a server start, cuts it back).
+* **Text**: control characters other than line breaks and tabs are removed (a NUL would end the text for SQLite),
+  ``\\r\\n`` becomes ``\\n``, lone surrogates become U+FFFD; the reply counts what was removed. Secrets the redaction
+  rules find (:mod:`hybridmem.redaction`, plus ``sources.redact_patterns``) are replaced by ``[REDACTED]`` before the
+  note reaches the file, unless ``serve.redact_writes = false``; the reply names the rules, never the secret.
+* **Where**: nothing is written outside ``memory/``: absolute paths, ``..``, symlinks, non-``.md`` names, hidden or
+  empty names, names longer than 240 bytes, folders, and folders the index ignores (``sources.ignore_dirs``:
+  ``node_modules``, ``.git``, ``.hybridmem``...) are refused with the reason.
+* **Size**: an append that would take the file past ``sources.max_file_bytes`` (beyond which nothing is indexed) is
+  refused, saying to write to another file.
+* ``indexed`` is what the index holds after the call: False, with ``index_error``, when the sync failed (the note is
+  saved all the same; do not write it again).
 
 Example:
     >>> append_note(Path("ws"), "Decided: retries use exponential backoff.")   # doctest: +SKIP
-    {'path': 'memory/2026-06-12.md', 'start_line': 3, 'end_line': 3, 'bytes': 44}
+    {'path': 'memory/2026-06-12.md', 'start_line': 3, 'end_line': 3, 'bytes': 42}
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import errno
+import re
 import time
 from pathlib import Path
 from typing import Any
 
-from hybridmem.errors import PathError
-from hybridmem.reader import validate_relative
+from hybridmem.config import Settings
+from hybridmem.errors import ArgumentError, HybridMemError, PathError
+from hybridmem.reader import refuse_symlinks, validate_relative
+from hybridmem.serve import notefile
+from hybridmem.sessions import compile_redactions, replace_surrogates
+from hybridmem.sources import unindexed_reason
 from hybridmem.tools import Arg
 
-MAX_NOTE_CHARS = 20_000
+MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"
 
 WRITE_DESCRIPTION = (
     "Save a note to long-term memory: appended to today's memory/YYYY-MM-DD.md, or to the named file under memory/. "
@@ -43,54 +61,124 @@ FLUSH_PROMPT = (
     "finds them. Do not save secrets, and do not repeat what memory already holds."
 )
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 and C1 controls but \t \n \r
+_TRAILING_BREAKS = re.compile(rb"(?:\r\n|\r|\n)*\Z")
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ELOOP}
 
-def target(workspace: Path, file: str | None, now: float | None = None) -> tuple[Path, str]:
-    """``(absolute path, workspace-relative path)`` of the file a note goes to; PathError when it is not allowed."""
+
+def clean_note(text: str) -> tuple[str, int]:
+    """``(text, characters removed or replaced)``: control characters but ``\\n`` and ``\\t`` removed, ``\\r\\n`` and
+    ``\\r`` made ``\\n``, lone surrogates made U+FFFD, blank lines around it dropped.
+
+    Example:
+        >>> clean_note("a\\x00b\\r\\nc\\n")
+        ('ab\\nc', 1)
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text, removed = _CONTROL.subn("", text)
+    text, replaced = replace_surrogates(text)
+    return text.strip("\n"), removed + replaced
+
+
+def redact_note(text: str, settings: Settings) -> tuple[str, list[str]]:
+    """``(text with secrets replaced, the ids of the rules that found them)``; the same rules the index uses."""
+    redactor = compile_redactions(settings.sources.redact_patterns)
+    rules = sorted({rule for _, _, rule, _ in redactor.findings(text)})
+    return (redactor.redact(text), rules) if rules else (text, [])
+
+
+def target(workspace: Path, file: str | None, now: float | None = None,
+           settings: Settings | None = None) -> tuple[Path, str]:
+    """``(absolute path, workspace-relative path)`` of the file a note goes to; PathError saying why when refused."""
     if file is None:
         rel = "memory/" + time.strftime("%Y-%m-%d", time.gmtime(now if now is not None else time.time())) + ".md"
     else:
         rel = validate_relative(file)
         if not rel.startswith("memory/"):
             rel = "memory/" + rel
-    if not rel.lower().endswith(".md"):
-        raise PathError(f"only .md files under memory/ can be written, not {file!r}")
-    root = (workspace / "memory").absolute()
-    path = workspace.absolute() / rel
-    for p in [path, *path.parents]:  # no symlink on the way (memory/ itself included)
-        if p == workspace.absolute():
-            break
-        if p.is_symlink():
-            raise PathError(f"symlinks are refused: {p.relative_to(workspace.absolute())}")
-    if root.exists() and not path.resolve().is_relative_to(root.resolve()):
-        raise PathError(f"path escapes memory/: {file!r}")
+    for part in rel.split("/")[1:]:
+        if part.startswith(".") or not part.strip() or not part.rsplit(".", 1)[0].strip():
+            raise PathError(f"a hidden, empty or extension-only name is refused: {file!r} (name the file, e.g. "
+                            "memory/projects/api.md)")
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise PathError(f"a file or folder name longer than {MAX_NAME_BYTES} bytes is refused: {part[:40]!r}…")
+    reason = unindexed_reason(rel, (settings or Settings()).sources)
+    if reason:
+        raise PathError(f"{rel} would never be found by memory_search: {reason}; write under memory/ elsewhere")
+    ws = workspace.absolute()
+    path = ws / rel
+    refuse_symlinks(path, ws)
+    for p in reversed(path.relative_to(ws).parents[:-1]):
+        if (ws / p).exists() and not (ws / p).is_dir():
+            raise PathError(f"{p.as_posix()} is a file, so {rel} cannot be created")
+    if path.is_dir():
+        raise PathError(f"{rel} is a folder, not a note file")
     return path, rel
 
 
-def append_note(workspace: Path, text: str, file: str | None = None, now: float | None = None) -> dict[str, Any]:
-    """Append ``text`` (a paragraph) to the note file atomically; returns where it landed (1-based lines)."""
-    text = text.strip("\n")
+def append_note(workspace: Path, text: str, file: str | None = None, now: float | None = None,
+                settings: Settings | None = None) -> dict[str, Any]:
+    """Append ``text`` (a paragraph) to the note file under its lock; where it landed (1-based lines) and what was
+    changed in it (``redacted`` rule ids, ``removed_characters``). See the module docstring."""
+    settings = settings or Settings()
+    text, removed = clean_note(text)
     if not text.strip():
-        raise PathError("text is empty")
-    if len(text) > MAX_NOTE_CHARS:
-        raise PathError(f"text is longer than {MAX_NOTE_CHARS} characters")
-    path, rel = target(workspace, file, now)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    sep = "" if not old else ("\n" if old.endswith("\n\n") else ("\n\n" if not old.endswith("\n") else "\n"))
-    if not old and file is None:
-        old = f"# {rel[len('memory/'):-3]}\n\n"
-    new = old + sep + text + "\n"
-    start = new[: len(new) - len(text) - 1].count("\n") + 1
-    fd, tmp = tempfile.mkstemp(prefix=".write-", suffix=".tmp", dir=path.parent)
+        raise ArgumentError("text is empty")
+    cap = settings.serve.max_note_chars
+    if len(text) > cap:
+        raise ArgumentError(f"text is longer than {cap} characters (serve.max_note_chars); split it into notes")
+    redacted: list[str] = []
+    if settings.serve.redact_writes:
+        text, redacted = redact_note(text, settings)
+    path, rel = target(workspace, file, now, settings)
+    limit = settings.sources.max_file_bytes
+
+    def compose(tail: notefile.Tail) -> tuple[bytes, dict[str, Any]]:
+        header = f"# {rel[len('memory/'):-3]}\n\n" if file is None and tail.size == 0 else ""
+        sep = b""
+        if tail.size:
+            need = max(0, 2 - notefile.breaks_in(_TRAILING_BREAKS.search(tail.last).group()))  # a blank line between
+            sep = b"\n" * (need + (1 if need and tail.last.endswith(b"\r") else 0))  # "\r" + "\n" is one break
+        prefix = header.encode() + sep
+        data = prefix + (text + "\n").encode("utf-8")
+        if tail.size + len(data) > limit:
+            raise ArgumentError(f"{rel} would grow past sources.max_file_bytes ({limit} bytes; it holds {tail.size}) "
+                                "and nothing past that is indexed: write this note to another file (the file "
+                                "argument)")
+        start = tail.breaks + notefile.breaks_in(tail.last[-1:] + prefix) - notefile.breaks_in(tail.last[-1:]) + 1
+        return data, {"path": rel, "start_line": start, "end_line": start + text.count("\n"),
+                      "bytes": len(text.encode("utf-8")), "end_offset": tail.size + len(data)}
+
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(new)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        out = notefile.append(path, compose)
+    except OSError as exc:
+        if exc.errno in _PATH_ERRNOS:
+            raise PathError(f"cannot write {rel}: {exc.strerror}") from None
         raise
-    return {"path": rel, "start_line": start, "end_line": start + text.count("\n"), "bytes": len(text.encode())}
+    if redacted:
+        out["redacted"] = redacted
+    if removed:
+        out["removed_characters"] = removed
+    return out
+
+
+def write_note(service: Any, text: str, file: str | None = None) -> dict[str, Any]:
+    """``memory_write`` on a :class:`~hybridmem.serve.service.MemoryService`: append, then index; ``indexed`` says
+    whether the index now holds the note (a failed sync is reported, never raised: the note is saved)."""
+    service.refresh()
+    out = append_note(service.workspace, text, file, settings=service.settings)
+    end = out.pop("end_offset")
+    try:
+        for _ in range(3):  # a settings change may swap the served index during the sync: sync the new one too
+            index = service.index
+            index.sync()
+            if service.index is index:
+                break
+        row = service.index.store.files().get(out["path"])
+        out["indexed"] = row is not None and row["size"] >= end
+        if not out["indexed"]:
+            out["index_error"] = "the index does not hold the note yet; the watcher will add it"
+    except Exception as exc:  # noqa: BLE001 - the note is saved: say why it is not searchable yet
+        out["indexed"] = False
+        out["index_error"] = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
+    return out

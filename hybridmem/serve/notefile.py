@@ -1,0 +1,214 @@
+"""Appending to a note file from many threads, processes and hosts at once, and surviving a kill in mid-write.
+
+Every append to ``memory/x.md`` holds two locks for the whole read-count-write: an in-process lock per file (threads
+of one server) and an OS advisory lock (``fcntl.flock``) on the lock file ``memory/.x.md.lock`` beside it (other
+processes; on NFS, Linux maps ``flock`` to byte-range locks, which other hosts honour; the in-process lock is what
+keeps the threads of one process apart there). Under them the file's end is read, line numbers are counted, and
+the note is appended in place (``O_APPEND``, then ``fsync``): an append costs the same whatever the file's size.
+
+The lock file doubles as a journal. Before the append it records the file's size, the size after and a hash of the
+bytes (synced to disk); after it, the new size, line count and mtime (so the next append need not count lines
+again). An append that finds a journal still pending (its writer was killed, or the machine lost power) cuts the file
+back to its size before that append when it holds only part of it, so a note is in the file whole or not at all;
+when the file was changed in another way since, it is left alone. ``recover`` does the same for every lock file under
+a folder when a server starts.
+
+Example:
+    >>> append(Path("ws/memory/x.md"), lambda tail: (b"a note\\n", tail.lines + 1))   # doctest: +SKIP
+    3
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: threads of one server are still kept apart
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
+_BREAK = re.compile(rb"\r\n|\r|\n")  # line breaks as hybridmem.chunking.split_lines counts them
+_BLOCK = 1 << 20
+
+_guard = threading.Lock()
+_locks: dict[str, threading.Lock] = {}
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The file as an append finds it: its size, its line breaks, its last bytes."""
+
+    size: int
+    breaks: int
+    last: bytes
+
+
+def lock_path(path: Path) -> Path:
+    """The lock (and journal) file of ``path``: ``.<name>.lock`` beside it."""
+    return path.with_name(f"{LOCK_PREFIX}{path.name}{LOCK_SUFFIX}")
+
+
+def breaks_in(data: bytes) -> int:
+    """Line breaks in ``data`` (``\\r\\n``, ``\\r`` and ``\\n`` each count once)."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[int]:
+    """Hold ``path``'s in-process lock and its lock file's ``flock``; yields the lock file's descriptor."""
+    key = os.path.abspath(path)
+    with _guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)  # closing releases the flock
+
+
+def _journal(fd: int) -> dict[str, Any]:
+    try:
+        raw = os.pread(fd, 1 << 16, 0)
+        data = json.loads(raw) if raw.strip() else {}
+    except (OSError, ValueError):
+        return {}  # cut while being written: the append it announced had not started
+    return data if isinstance(data, dict) else {}
+
+
+def _set_journal(fd: int, data: dict[str, Any], durable: bool) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(data, separators=(",", ":")).encode(), 0)
+    if durable:
+        os.fsync(fd)
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino]
+
+
+def _recover(path: Path, fd: int) -> str | None:
+    """Undo a pending append of a writer that died (see the module docstring); what was done, or None."""
+    j = _journal(fd)
+    if j.get("state") != "pending":
+        return None
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        _set_journal(fd, {}, durable=False)
+        return None
+    before, after = int(j["size"]), int(j["after"])
+    if _identity(st) != j.get("id") or not before <= st.st_size <= after:
+        _set_journal(fd, {}, durable=False)  # changed in another way since: not ours to touch
+        return None
+    if st.st_size == after:
+        with open(path, "rb") as fh:
+            fh.seek(before)
+            if hashlib.sha256(fh.read(after - before)).hexdigest() == j["sha256"]:
+                _set_journal(fd, {}, durable=False)
+                return None
+    with open(path, "r+b") as fh:
+        fh.truncate(before)
+        os.fsync(fh.fileno())
+    _set_journal(fd, {}, durable=True)
+    return f"{path.name}: an append cut short was removed ({st.st_size - before} bytes)"
+
+
+def _tail(path: Path, fd: int) -> Tail:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return Tail(0, 0, b"")
+    with open(path, "rb") as fh:
+        fh.seek(max(0, st.st_size - 4))
+        last = fh.read(4)
+        j = _journal(fd)
+        if j.get("state") == "done" and j.get("id") == _identity(st) and j.get("size") == st.st_size \
+                and j.get("mtime_ns") == st.st_mtime_ns:
+            return Tail(st.st_size, int(j["breaks"]), last)
+        fh.seek(0)
+        breaks, prev = 0, b""
+        while block := fh.read(_BLOCK):
+            breaks += breaks_in(prev + block) - breaks_in(prev)  # a \r\n split across two blocks counts once
+            prev = block[-1:]
+        return Tail(st.st_size, breaks, last)
+
+
+def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
+    """Append what ``compose(tail)`` returns (bytes, and a result handed back) to ``path`` under its locks.
+
+    ``compose`` sees the file as it is under the lock and may raise to refuse the append; nothing is written then.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path) as lfd:
+        _recover(path, lfd)
+        tail = _tail(path, lfd)
+        data, result = compose(tail)
+        created = tail.size == 0 and not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        start = os.fstat(fd)
+        try:
+            _set_journal(lfd, {"state": "pending", "id": _identity(start), "size": start.st_size,
+                               "after": start.st_size + len(data), "sha256": hashlib.sha256(data).hexdigest()},
+                         durable=True)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            st = os.fstat(fd)
+        except BaseException:
+            os.ftruncate(fd, start.st_size)  # a failed write (disk full) leaves nothing behind
+            _set_journal(lfd, {}, durable=True)
+            raise
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(path.parent)
+        _set_journal(lfd, {"state": "done", "id": _identity(st), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                           "breaks": tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])},
+                     durable=False)
+        return result
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def recover(root: Path) -> list[str]:
+    """Undo the appends cut short under ``root`` (run when a writing server starts); what was done."""
+    done = []
+    if not root.is_dir():
+        return done
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.startswith(LOCK_PREFIX) and name.endswith(".md" + LOCK_SUFFIX):
+                target = Path(dirpath) / name[len(LOCK_PREFIX) : -len(LOCK_SUFFIX)]
+                with locked(target) as fd:
+                    msg = _recover(target, fd)
+                if msg:
+                    done.append(msg)
+    return done
+
+
+__all__ = ["LOCK_SUFFIX", "Tail", "append", "breaks_in", "lock_path", "locked", "recover"]

@@ -1,0 +1,200 @@
+"""``memory_write`` over MCP (the real server as a subprocess, the SDK's own client over stdio and Streamable HTTP):
+parallel writes, what a note may hold, where it may go, how large a file may grow, and secrets (issue #23)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+from mcp import Client  # noqa: E402
+
+from test_mcp import HttpServer, _stdio, _workspace  # noqa: E402
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    return _workspace(tmp_path)
+
+
+def assert_at_their_lines(ws: Path, replies: list[Any], notes: list[str]) -> dict[str, int]:
+    """Every note reported saved is in its file, once, at the lines the reply named; returns notes per file."""
+    per_file: dict[str, int] = {}
+    texts: dict[str, list[str]] = {}
+    for r, note in zip(replies, notes):
+        assert not r.is_error, r.content[0].text
+        out = r.structured_content
+        lines = texts.setdefault(out["path"], (ws / out["path"]).read_text(encoding="utf-8").split("\n"))
+        assert "\n".join(lines[out["start_line"] - 1 : out["end_line"]]) == note, (out, note)
+        per_file[out["path"]] = per_file.get(out["path"], 0) + 1
+    for path, lines in texts.items():
+        body = "\n".join(lines)
+        for note in notes:
+            assert body.count(note) <= 1, f"{note!r} written twice to {path}"
+    spans = [(r.structured_content["path"], r.structured_content["start_line"]) for r in replies]
+    assert len(set(spans)) == len(spans), "two notes were given the same line"
+    return per_file
+
+
+def kept(ws: Path, notes: list[str]) -> int:
+    text = "".join(p.read_text(encoding="utf-8") for p in (ws / "memory").rglob("*.md"))
+    return sum(note in text for note in notes)
+
+
+def test_ten_parallel_writes_in_one_stdio_session_all_land_at_their_lines(ws: Path) -> None:
+    notes = [f"Parallel note {i}: the quokka{i} budget is {i * 7} euros.\nSecond line of note {i}." for i in range(10)]
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with _stdio(ws, "--allow-write") as client:
+            replies = await asyncio.gather(*(client.call_tool("memory_write", {"text": n}) for n in notes))
+            found = [await client.call_tool("memory_search", {"query": f"quokka{i} budget"}) for i in range(10)]
+            return list(replies), found
+
+    replies, found = asyncio.run(main())
+    print(f"\n10 parallel writes over stdio: {sum(not r.is_error for r in replies)} reported saved, "
+          f"{kept(ws, notes)} of 10 kept")
+    assert kept(ws, notes) == 10
+    assert_at_their_lines(ws, replies, notes)
+    for r, f in zip(replies, found):  # each findable, where the write said it is
+        out, top = r.structured_content, f.structured_content["results"][0]
+        assert out["indexed"] is True and top["path"] == out["path"]
+        assert top["start_line"] <= out["start_line"] <= out["end_line"] <= top["end_line"]
+
+
+def test_eight_http_clients_ten_writes_each_all_land_at_their_lines(ws: Path) -> None:
+    server = HttpServer(ws, "--allow-write")
+    notes = [[f"client {c} note {i}: wombat{c}x{i} ships on the {i + 1}th." for i in range(10)] for c in range(8)]
+
+    async def client(c: int) -> list[Any]:
+        async with Client(server.url) as cl:
+            return list(await asyncio.gather(*(cl.call_tool("memory_write", {"text": n}) for n in notes[c])))
+
+    async def main() -> list[Any]:
+        return [r for rs in await asyncio.gather(*(client(c) for c in range(8))) for r in rs]
+
+    try:
+        replies = asyncio.run(main())
+    finally:
+        server.close()
+    flat = [n for ns in notes for n in ns]
+    print(f"\n8 HTTP clients x 10 writes: {kept(ws, flat)} of 80 kept")
+    assert kept(ws, flat) == 80
+    assert_at_their_lines(ws, replies, flat)
+
+
+def _call(ws: Path, calls: list[tuple[str, dict[str, Any]]], *extra: str) -> list[Any]:
+    async def main() -> list[Any]:
+        async with _stdio(ws, "--allow-write", *extra) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(main())
+
+
+def test_a_nul_in_a_note_is_removed_and_the_file_stays_searchable(ws: Path) -> None:
+    f = "memory/projects/nul.md"
+    r = _call(ws, [
+        ("memory_write", {"text": "The ocelot launch is on Friday.", "file": f}),
+        ("memory_write", {"text": "bad\u0000byte and a bell\u0007 in the capybara note", "file": f}),
+        ("memory_search", {"query": "ocelot launch"}),
+        ("memory_search", {"query": "capybara note"}),
+        ("memory_get", {"path": f}),
+    ])
+    assert not r[1].is_error and r[1].structured_content["removed_characters"] == 2, r[1].content[0].text
+    assert "2 control character(s) were removed" in r[1].content[0].text
+    data = (ws / f).read_bytes()
+    assert b"\x00" not in data and b"\x07" not in data and b"badbyte and a bell in the capybara note" in data
+    assert r[2].structured_content["results"][0]["path"] == f, "the earlier note vanished from the index"
+    assert r[3].structured_content["results"][0]["path"] == f
+    assert r[4].structured_content["text"] == data.decode().rstrip("\n")
+
+
+def test_a_stray_nul_on_disk_keeps_the_file_indexed_with_a_warning(ws: Path) -> None:
+    (ws / "memory" / "stray.md").write_bytes(b"# Stray\n\nThe narwhal budget is fine.\nbroken\x00line here\n")
+    from hybridmem.cli import main as cli_main
+
+    import contextlib
+    import io
+    import json
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert cli_main(["index", str(ws), "--keyword-only", "--json"]) == 0
+    warnings = json.loads(buf.getvalue())["warnings"]
+    assert "memory/stray.md: 1 NUL byte(s) replaced by U+FFFD on line(s) 4" in warnings
+    r = _call(ws, [("memory_search", {"query": "narwhal budget"}), ("memory_get", {"path": "memory/stray.md"})])
+    assert r[0].structured_content["results"][0]["path"] == "memory/stray.md"
+    assert r[1].structured_content["text"].endswith("broken\ufffdline here")
+
+
+@pytest.mark.parametrize("file, reason", [
+    ("memory/node_modules/x.md", "its folder 'node_modules' is ignored (sources.ignore_dirs)"),
+    ("memory/.git/x.md", "a hidden, empty or extension-only name is refused"),
+    ("memory/.hybridmem/x.md", "a hidden, empty or extension-only name is refused"),
+    ("memory/__pycache__/x.md", "its folder '__pycache__' is ignored"),
+    (".md", "a hidden, empty or extension-only name is refused: '.md'"),
+    ("memory/.md", "a hidden, empty or extension-only name is refused"),
+    ("memory/.secret.md", "a hidden, empty or extension-only name is refused"),
+    ("memory/ .md", "a hidden, empty or extension-only name is refused"),
+    ("", "path is empty"),
+    ("memory/folder.md", "memory/folder.md is a folder, not a note file"),
+    ("memory/2026-10-02.md/x.md", "memory/2026-10-02.md is a file, so memory/2026-10-02.md/x.md cannot be created"),
+    ("memory/" + "n" * 300 + ".md", "a file or folder name longer than 240 bytes is refused"),
+    ("memory/notes.txt", "only .md files are indexed"),
+])
+def test_writes_that_would_never_be_found_are_refused_with_the_reason(ws: Path, file: str, reason: str) -> None:
+    (ws / "memory" / "folder.md").mkdir()
+    before = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if ".hybridmem" not in p.parts)
+    (r,) = _call(ws, [("memory_write", {"text": "a note no search would find", "file": file})])
+    assert r.is_error and reason in r.content[0].text, r.content[0].text
+    assert "unavailable" not in r.content[0].text and r.content[0].text.replace("e.g. ", "").count(". ") == 0
+    assert sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if ".hybridmem" not in p.parts) == before
+
+
+def test_an_append_that_would_cross_max_file_bytes_is_refused_and_says_what_to_do(ws: Path) -> None:
+    (ws / "hybridmem.toml").write_text("[sources]\nmax_file_bytes = 400\n", encoding="utf-8")
+    f = "memory/log.md"
+    notes = [f"Entry {i}: the pangolin{i} shipment left the warehouse on time." for i in range(8)]
+    r = _call(ws, [*(("memory_write", {"text": n, "file": f}) for n in notes),
+                   ("memory_write", {"text": notes[-1], "file": "memory/log-2.md"}),
+                   *(("memory_search", {"query": f"pangolin{i} shipment"}) for i in range(8))])
+    saved = [x for x in r[:8] if not x.is_error]
+    refused = [x for x in r[:8] if x.is_error]
+    assert 4 <= len(saved) < 8 and refused and (ws / f).stat().st_size <= 400
+    assert all(x.structured_content["indexed"] for x in saved)
+    msg = refused[0].content[0].text
+    assert "memory/log.md would grow past sources.max_file_bytes (400 bytes" in msg and "another file" in msg
+    assert not r[8].is_error and r[8].structured_content["indexed"]
+    for i, x in enumerate(r[9:]):  # every note reported saved is found
+        if i < len(saved):
+            assert x.structured_content["results"][0]["path"] == f, i
+
+
+SECRETS = ("sk-proj-AbCdEf0123456789AbCdEf0123456789AbCdEf01", "AKIAIOSFODNN7EXAMPLF", "Hunter2!xyz")
+
+
+def test_secrets_are_redacted_before_the_note_reaches_the_file(ws: Path) -> None:
+    note = f"Deploy key {SECRETS[0]}, aws {SECRETS[1]}, db password: {SECRETS[2]} for the walrus service."
+    (r,) = _call(ws, [("memory_write", {"text": note, "file": "memory/keys.md"})])
+    text = (ws / "memory" / "keys.md").read_text(encoding="utf-8")
+    assert not any(s in text for s in SECRETS) and "[REDACTED]" in text and "walrus service" in text
+    out = r.structured_content
+    assert {"prefixed-key", "aws-key-id", "key-assignment"} <= set(out["redacted"]), out
+    assert "Secrets were replaced by [REDACTED] (rules: " in r.content[0].text
+    assert not any(s in r.content[0].text for s in SECRETS)
+
+
+def test_redact_writes_false_keeps_the_raw_text(ws: Path) -> None:
+    (ws / "hybridmem.toml").write_text("[serve]\nredact_writes = false\n", encoding="utf-8")
+    note = f"The walrus deploy key is {SECRETS[0]}."
+    (r,) = _call(ws, [("memory_write", {"text": note, "file": "memory/keys.md"})])
+    assert (ws / "memory" / "keys.md").read_text(encoding="utf-8") == note + "\n"
+    assert "redacted" not in r.structured_content
+
+
+def test_memory_status_argument_error_names_no_empty_list(ws: Path) -> None:
+    (r,) = _call(ws, [("memory_status", {"verbose": True})])
+    assert r.is_error and r.content[0].text == "unknown argument(s): verbose; this tool takes no arguments."
