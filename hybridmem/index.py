@@ -32,7 +32,7 @@ from hybridmem.retrieve.retriever import clean_query
 from hybridmem.store import Store
 from hybridmem.store.connection import is_corruption
 from hybridmem.sync import Progress, SyncReport, Syncer
-from hybridmem.tokenization import fts_tokenizer_spec
+from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
 _AUTO = "auto"
 
@@ -163,7 +163,9 @@ class MemoryIndex:
         **overrides: Any,
     ) -> SearchResponse:
         """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``)."""
+        notice = None
         if isinstance(query, str):
+            query, notice = cap_query(query, self.settings.tokenizer)  # first: nothing reads past the cap
             query = clean_query(query)  # a lone surrogate never reaches a leg, the embedder or the response
         cfg = config or self.settings.ranking
         if overrides:
@@ -198,7 +200,7 @@ class MemoryIndex:
         return SearchResponse(
             query=query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
-            candidates=cands,
+            candidates=cands, notice=notice,
         )
 
     def recall(self, message: str, config: RankConfig | None = None, **scope: Any) -> str:

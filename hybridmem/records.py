@@ -202,6 +202,7 @@ class SearchResponse:
     timings: dict[str, float]
     config: "RankConfig"
     candidates: Candidates | None = field(default=None, repr=False)
+    notice: str | None = None  # what the search changed in the query (cut to tokenizer.max_query_chars)
 
     def to_dict(self, citations: bool = True) -> dict[str, Any]:
         results = []
@@ -217,8 +218,11 @@ class SearchResponse:
             if citations:
                 item["citation"] = h.citation
             results.append(item)
-        return {
+        out = {
             "query": self.query, "results": results, "provider": self.provider, "model": self.model,
             "fallback": self.fallback, "fallback_reason": self.fallback_reason, "rescued": self.ranking.rescued,
             "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
         }
+        if self.notice:
+            out["notice"] = self.notice
+        return out

@@ -213,8 +213,7 @@ def query_terms(query: str, config: TokenizerConfig | None = None) -> list[str]:
         ['retri', 'retri', 'retri']
     """
     cfg = config or _DEFAULT
-    if len(query) > 100_000:
-        query = query[:100_000]
+    query = query[: cfg.max_query_chars]
     counts: dict[str, int] = {}
     kept: dict[str, int] = {}
     for tok, s, e in token_spans(query, cfg, query=True):
@@ -225,6 +224,23 @@ def query_terms(query: str, config: TokenizerConfig | None = None) -> list[str]:
     if not cfg.query_term_frequency:
         return [t for t, _ in chosen]
     return [t for t, n in chosen for _ in range(n.bit_length())]
+
+
+def cap_query(query: str, config: TokenizerConfig | None = None) -> tuple[str, str | None]:
+    """``query`` cut to ``tokenizer.max_query_chars`` characters, and a sentence saying so (None when it was whole).
+
+    Every search cuts its query here first, before it is tokenized, redacted for the query log or embedded; past the
+    cut, :func:`query_terms` keeps at most ``max_query_terms`` distinct terms.
+
+    Example:
+        >>> cap_query("retry backoff " * 2, TokenizerConfig(max_query_chars=13))
+        ('retry backoff', 'the query was cut to its first 13 of 28 characters (tokenizer.max_query_chars)')
+    """
+    limit = (config or _DEFAULT).max_query_chars
+    if len(query) <= limit:
+        return query, None
+    return query[:limit], (f"the query was cut to its first {limit} of {len(query)} characters "
+                           "(tokenizer.max_query_chars)")
 
 
 def fts_query(query: str, config: TokenizerConfig | None = None) -> str | None:

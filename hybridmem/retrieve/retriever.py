@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from hybridmem.background import SecondCallBuild
-from hybridmem.config import MAX_QUERY_CHARS, Settings
+from hybridmem.config import Settings
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates
@@ -84,7 +84,7 @@ class Retriever:
         caused (see :func:`~hybridmem.retrieve.failover.is_input_error`) answers keyword-only and counts for nothing."""
         embedder = self.embedder.get()
         try:
-            qv = embedder.embed_query(query[:MAX_QUERY_CHARS])  # type: ignore[union-attr]
+            qv = embedder.embed_query(query[: self.settings.tokenizer.max_query_chars])  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
             self.vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
             if is_input_error(exc):

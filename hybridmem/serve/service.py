@@ -158,7 +158,7 @@ class MemoryService:
         args.pop("query")
         cfg = self.settings.ranking.replace(**{k: args[k] for k in ("max_results", "min_score") if k in args})
         hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
-        record = self.log.search(client, query, args, ranking_hash(cfg), hits, ms)
+        record = self.log.search(client, out["query"], args, ranking_hash(cfg), hits, ms)  # as searched (capped)
         out["search_id"] = record["id"]
         return out
 
