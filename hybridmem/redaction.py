@@ -12,6 +12,7 @@ Rules, in two sets:
   pattern becomes a scoped ``(?i:...)``; ``\\z`` becomes ``\\Z``).
 - **hybridmem**: what a chat says that a code scanner never sees, and the patterns redacted before gitleaks was
   adopted: ``password: x`` and ``DB_PASSWORD=x`` assignments, JSON ``"password": "x"``, "my password is x",
+  "password Tr0ub4dor&3" (a bare one, when the value looks like a password),
   "api key X", an AWS secret key near ``aws``/``secret``/an access key id, ``Bearer`` tokens, passwords in URLs,
   ``sk-``/``AKIA``/``ASIA`` keys, JWTs and private-key blocks (also cut ones). Their values skip placeholders
   (gitleaks' global allowlist), short numbers and plain English words where the context is weak.
@@ -42,7 +43,7 @@ from typing import Any, Callable, Sequence
 from hybridmem.errors import ConfigError
 
 GITLEAKS_TOML = Path(__file__).parent / "data" / "gitleaks.toml"
-RULESET_VERSION = 1  # bump when a hybridmem rule changes (the fingerprint covers the vendored file by content)
+RULESET_VERSION = 2  # bump when a hybridmem rule changes (the fingerprint covers the vendored file by content)
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,16 @@ def _mixed(secret: str) -> bool:
     return _not_placeholder(secret) and not re.fullmatch(r"[a-z]+", secret.strip(".,;:!?"))
 
 
+def _password_like(secret: str) -> bool:
+    """What follows a bare "password" (no "is", no ":") is a password only when it looks like one: 8+ characters with
+    a letter and a digit, or capitals, small letters and a symbol ("password reset-flow" and "password policy" stay)."""
+    s = secret.strip(".,;:!?")
+    if len(s) < 8 or not _not_placeholder(s) or not re.search(r"[A-Za-z]", s):
+        return False
+    return bool(re.search(r"[0-9]", s)) or bool(re.search(r"[^A-Za-z0-9]", s) and re.search(r"[a-z]", s)
+                                                and re.search(r"[A-Z]", s))
+
+
 def _aws_secret(secret: str) -> bool:
     return (bool(re.search(r"[A-Z]", secret)) and bool(re.search(r"[a-z]", secret))
             and bool(re.search(r"[0-9/+]", secret)) and shannon_entropy(secret) > 4.0)
@@ -214,6 +225,8 @@ HYBRIDMEM_RULES: tuple[Rule, ...] = (
     Rule("password-sentence", re.compile(
         r"(?i)\b(?:password|passwd|passphrase|passcode|pin)\b(?:\s+(?:for|to|of|on)(?:\s+[^\s,;.]{1,40}){1,3}?)?"
         r"\s+(?:is|was|=)\s*:?\s+[\"'`]?([^\s\"'`]{3,200})"), ("pass", "pin"), check=_mixed),
+    Rule("password-bare", re.compile(r"(?i)\b(?:password|passwd|passphrase|passcode)\s+[\"'`]?([^\s\"'`]{8,200})"),
+         ("pass",), check=_password_like),
     Rule("my-password", re.compile(
         r"(?i)\b(?:my|our|the|your|his|her|their)\s+(?:[\w-]+\s+){0,2}?(?:password|passwd|passphrase|passcode)"
         r"\s+(?:is|was)\s*:?\s+[\"'`]?([^\s\"'`]{3,200})"), ("pass",), check=_not_placeholder),
