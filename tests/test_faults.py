@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -374,13 +375,17 @@ def test_binary_invalid_utf8_and_empty_files(tmp_path: Path) -> None:
     (ws / "memory" / "latin1.md").write_bytes("café crème brûlée payment\n".encode("latin-1"))
     (ws / "memory" / "empty.md").write_bytes(b"")
     (ws / "memory" / "blank.md").write_text("\n\n   \n")
+    (ws / "memory" / "utf16.md").write_bytes("payment notes in UTF-16\n".encode("utf-16"))
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         report = idx.sync()
         assert sorted(report.warnings) == ["memory/binary.md: binary file skipped",
-                                           "memory/latin1.md: invalid UTF-8 replaced"]
+                                           "memory/latin1.md: invalid UTF-8 replaced",
+                                           "memory/utf16.md: binary file skipped"]
         assert sorted(f["path"] for f in idx.files()) == ["memory/blank.md", "memory/empty.md", "memory/latin1.md"]
         hits = idx.search("payment", min_score=0.0).results
         assert [h.path for h in hits] == ["memory/latin1.md"]
+        with pytest.raises(PathError, match="memory/binary.md is a binary file, so it is not indexed"):
+            idx.get("memory/binary.md")
         assert "caf\ufffd cr\ufffdme" in hits[0].text
         assert idx.store.consistency()["chunks"] == 1
 
@@ -504,6 +509,10 @@ def test_100_mb_markdown_file_keeps_memory_bounded(tmp_path: Path) -> None:
         ("sources", {"redact_patterns": ["(?P<"]}, "invalid setting sources.redact_patterns: '(?P<'"),
         ("store", {"vector_search": "faiss"}, "invalid setting store.vector_search='faiss'"),
         ("store", {"int8_min_rows": -1}, "invalid setting store.int8_min_rows=-1: expected an integer >= 0"),
+        ("serve", {"query_log_max_bytes": -1}, "invalid setting serve.query_log_max_bytes=-1: expected an integer >= 1"),
+        ("serve", {"http_port": 70000}, "invalid setting serve.http_port=70000: expected an integer from 0 to 65535"),
+        ("serve", {"max_note_chars": 0}, "invalid setting serve.max_note_chars=0"),
+        ("tokenizer", {"max_query_chars": 0}, "invalid setting tokenizer.max_query_chars=0: expected an integer >= 1"),
         ("ranking", {"no_such": 1}, "unknown setting ranking.no_such"),
     ],
 )
@@ -574,3 +583,215 @@ def test_10000_fuzzed_queries_through_the_tools_never_fail_nor_change_the_index(
         assert (idx.status()["embedded_chunks"], idx.store.get_meta("settings_hash")) == before
     print("\nfuzzed tool queries:", json.dumps(outcomes))
     assert sum(outcomes.values()) == 10_000 and outcomes["results"] > 1000
+
+
+# -- memory_write under contention, kills and rebuilds (issue #23) ---------------------------------------------------
+
+
+def _assert_notes_at_lines(ws: Path, outs: list[dict], notes: list[str]) -> None:
+    """Every note reported saved is in its file once, at the lines its reply named, and no two share a line."""
+    files: dict[str, list[str]] = {}
+    for out, note in zip(outs, notes):
+        lines = files.setdefault(out["path"], (ws / out["path"]).read_text(encoding="utf-8").split("\n"))
+        assert "\n".join(lines[out["start_line"] - 1 : out["end_line"]]) == note, (out, note)
+    body = "".join("\n".join(v) for v in files.values())
+    assert all(body.count(n) == 1 for n in notes)
+    assert len({(o["path"], o["start_line"]) for o in outs}) == len(outs)
+
+
+def test_parallel_writes_from_threads_all_land_at_their_lines(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hybridmem.serve.write import append_note
+
+    ws = make_workspace(tmp_path / "ws", files=1, lines=3)
+    notes = [f"thread {t} note {i}: lemur{t}x{i}\nsecond line {t}/{i}" for t in range(8) for i in range(25)]
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda n: append_note(ws, n, "memory/shared.md"), notes))
+    print(f"\n8 threads x 25 writes: {sum(n in (ws / 'memory/shared.md').read_text() for n in notes)} of 200 kept")
+    _assert_notes_at_lines(ws, outs, notes)
+
+
+def test_parallel_writes_from_two_server_processes_all_land_at_their_lines(tmp_path: Path) -> None:
+    """Two ``hybridmem mcp --allow-write`` servers on one workspace, 4 HTTP clients each, 10 writes per client,
+    all into today's file: every note reported saved is where its reply says."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client
+    from test_mcp import HttpServer, _workspace
+
+    ws = _workspace(tmp_path)
+    servers = [HttpServer(ws, "--allow-write"), HttpServer(ws, "--allow-write")]
+    notes = [[f"server {s} client {c} note {i}: tapir{s}{c}{i}" for i in range(10)] for s in range(2) for c in range(4)]
+
+    async def client(url: str, mine: list[str]) -> list[dict]:
+        async with Client(url) as cl:
+            rs = [await cl.call_tool("memory_write", {"text": n}) for n in mine]
+            assert not any(r.is_error for r in rs), [r.content[0].text for r in rs if r.is_error]
+            return [r.structured_content for r in rs]
+
+    async def main() -> list[dict]:
+        groups = await asyncio.gather(*(client(servers[k // 4].url, notes[k]) for k in range(8)))
+        return [o for g in groups for o in g]
+
+    try:
+        outs = asyncio.run(main())
+    finally:
+        for s in servers:
+            s.close()
+    flat = [n for ns in notes for n in ns]
+    text = "".join(p.read_text(encoding="utf-8") for p in (ws / "memory").glob("*.md"))
+    print(f"\n2 servers x 4 clients x 10 writes: {sum(n in text for n in flat)} of 80 kept")
+    _assert_notes_at_lines(ws, outs, flat)
+    assert all(o["indexed"] for o in outs)
+
+
+CHILD_WRITE_CUT = textwrap.dedent(
+    """
+    import resource, signal, sys
+    from pathlib import Path
+    from hybridmem.serve.write import append_note
+    ws, budget = Path(sys.argv[1]), int(sys.argv[2])
+    size = (ws / "memory" / "log.md").stat().st_size
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; the default kills, as a crash would
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + budget, resource.RLIM_INFINITY))
+    append_note(ws, "the note that never finished: " + "okapi " * 2000, "memory/log.md")
+    """
+)
+
+
+def test_a_writer_killed_mid_append_leaves_no_cut_note(tmp_path: Path) -> None:
+    """A process killed while its note is half on disk (SIGXFSZ after a short write: the file holds part of the note)
+    leaves nothing once the next writer, or a starting server, takes the lock."""
+    from hybridmem.serve.write import append_note
+
+    ws = make_workspace(tmp_path / "ws", files=1, lines=3)
+    first = append_note(ws, "a whole note about the ibex budget", "memory/log.md")
+    whole = (ws / "memory" / "log.md").read_bytes()
+    for budget, recover_by in ((700, "next append"), (3000, "server start")):
+        proc = subprocess.run([sys.executable, "-c", CHILD_WRITE_CUT, str(ws), str(budget)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == -signal.SIGXFSZ, proc.stderr
+        cut = (ws / "memory" / "log.md").read_bytes()
+        assert len(cut) == len(whole) + budget and cut.startswith(whole)  # killed with part of the note written
+        if recover_by == "next append":
+            out = append_note(ws, "the ibex budget was approved", "memory/log.md")
+            text = (ws / "memory" / "log.md").read_text(encoding="utf-8")
+            assert "never finished" not in text and text == whole.decode() + "\nthe ibex budget was approved\n"
+            assert out["start_line"] == first["start_line"] + 2
+            whole = text.encode()
+        else:
+            from hybridmem.serve.notefile import recover
+
+            assert recover(ws / "memory") == [f"log.md: an append cut short was removed ({budget} bytes)"]
+            assert (ws / "memory" / "log.md").read_bytes() == whole
+
+
+def _race_workspace(tmp_path: Path) -> Path:
+    ws = make_workspace(tmp_path / "ws", files=250, lines=60)
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
+    (ws / "memory" / "aaa.md").write_text("# The first file a rebuild reads\n", encoding="utf-8")
+    with MemoryIndex(ws) as idx:
+        idx.sync()
+    return ws
+
+
+async def _write_one(cl: Any, i: int, file: str | None = None) -> tuple[str, dict]:
+    r = await cl.call_tool("memory_write", {"text": f"rebuild race note {i}: the marmot{i} quota is {i} units.",
+                                            "file": file or f"memory/race-{i % 3}.md"})
+    assert not r.is_error, r.content[0].text
+    return f"marmot{i} quota", r.structured_content
+
+
+async def _not_findable(cl: Any, saved: list[tuple[str, dict]]) -> list[str]:
+    missing = []
+    for query, out in saved:
+        r = await cl.call_tool("memory_search", {"query": query, "max_results": 3})
+        if not any(h["path"] == out["path"] and h["start_line"] <= out["start_line"] <= h["end_line"]
+                   for h in r.structured_content["results"]):
+            missing.append(query)
+    return missing
+
+
+def test_writes_racing_index_rebuild_in_another_process_are_all_searchable_afterwards(tmp_path: Path) -> None:
+    """Notes written while ``hybridmem index --rebuild`` runs in another process (after it read their file, before
+    its swap), and none after: once it is done, every note reported saved is searchable."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client
+    from test_mcp import ENV, LAUNCH, HttpServer
+
+    from hybridmem.sync.reindex import TMP_SUFFIX
+
+    ws = _race_workspace(tmp_path)
+    server = HttpServer(ws, "--allow-write", "--no-watch")  # no watcher: nothing but the write itself indexes a note
+    tmp_index = ws / ".hybridmem" / f"index.sqlite{TMP_SUFFIX}"
+
+    async def main() -> tuple[int, list[str]]:
+        async with Client(server.url) as cl:
+            rebuild = subprocess.Popen([sys.executable, "-c", LAUNCH, "index", str(ws), "--rebuild"], env=ENV,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            def built() -> int:  # bytes the rebuild has written into its new index so far
+                return sum(p.stat().st_size for p in tmp_index.parent.glob(tmp_index.name + "*") if p.exists())
+
+            while built() <= 4096 and rebuild.poll() is None:  # its cache is seeded: it starts reading files
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(0.15)  # aaa.md is read first; the other 250 files take ~0.8 s more
+            saved = [await _write_one(cl, i, "memory/aaa.md") for i in range(3)]  # read first, so already read
+            building = tmp_index.exists()
+            await asyncio.to_thread(rebuild.wait, 120)
+            assert rebuild.returncode == 0, rebuild.stderr.read()  # type: ignore[union-attr]
+            assert building, "the rebuild finished before the notes were written: make the workspace larger"
+            return len(saved), await _not_findable(cl, saved)
+
+    try:
+        n, missing = asyncio.run(main())
+    finally:
+        server.close()
+    print(f"\nwrites racing index --rebuild: {n} saved, {len(missing)} not searchable afterwards")
+    assert missing == []
+
+
+def test_writes_racing_a_settings_change_reindex_are_all_searchable_afterwards(tmp_path: Path) -> None:
+    """A settings change that changes what the index holds makes the server re-index in the background; a client
+    writes until the new index is in place and no more: then every note reported saved is searchable."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client
+    from test_mcp import HttpServer
+
+    ws = _race_workspace(tmp_path)
+    server = HttpServer(ws, "--allow-write", "--no-watch")
+
+    async def main() -> tuple[int, list[str]]:
+        async with Client(server.url) as cl:
+            before = (await cl.call_tool("memory_status", {})).structured_content["settings_hash"]
+            (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n[chunking]\ntokens = 300\n',
+                                               encoding="utf-8")
+            saved: list[tuple[str, dict]] = []
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                st = (await cl.call_tool("memory_status", {})).structured_content
+                if st["settings_hash"] != before:  # the new index is in the file: stop writing
+                    break
+                saved.append(await _write_one(cl, len(saved)))
+            else:
+                raise AssertionError("the new settings were never applied")
+            for _ in range(200):  # until the server serves the new index (its status reads the same file)
+                st = (await cl.call_tool("memory_status", {})).structured_content
+                if not st["sync_running"]:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            return len(saved), await _not_findable(cl, saved)
+
+    try:
+        n, missing = asyncio.run(main())
+    finally:
+        server.close()
+    print(f"\nwrites racing a settings re-index: {n} saved, {len(missing)} not searchable afterwards")
+    assert n >= 2 and missing == []

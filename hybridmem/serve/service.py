@@ -141,6 +141,10 @@ class MemoryService:
         self.index = new
         self.watcher = self._start_watcher(new)
         self._retired.append(old)  # closed at shutdown: a search may still be running on it
+        try:  # what changed since new.sync() looked (a note a memory_write synced into the old index meanwhile)
+            new.sync()
+        except Exception as exc:  # noqa: BLE001 - the watcher or the next write syncs again; say why meanwhile
+            self.settings_error = f"{self.config_path.name}: the sync after the re-index failed: {exc}"
         self._load_model(new)
 
     # -- calls ---------------------------------------------------------------------------------------------------
