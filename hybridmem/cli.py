@@ -203,6 +203,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             print(f"     {line}")
     if resp.fallback and resp.fallback_reason:  # a keyword-only index has no reason to give
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
+    if resp.notice:
+        print(f"note: {resp.notice}", file=sys.stderr)
     if args.explain:
         print()
         print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "

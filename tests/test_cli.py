@@ -121,3 +121,12 @@ def test_index_of_an_empty_folder_says_where_it_looked(tmp_path: Path, capsys):
     assert code == 0 and out.startswith("indexed 0 files, 0 chunks")
     assert err == (f"note: no memory files found in {tmp_path}: looked for MEMORY.md, memory.md, memory/**/*.md, "
                    "docs (extra path) and sessions/**/*.jsonl\n")
+
+
+def test_a_query_past_max_query_chars_is_cut_and_the_cli_says_so(kw_workspace: Path, capsys):
+    run(capsys, "index", str(kw_workspace))
+    code, out, err = run(capsys, "search", "timing belt " + "x " * 3000, str(kw_workspace))
+    assert code == 0 and "memory/topics/cars.md#L1-L3" in out
+    assert err == "note: the query was cut to its first 2000 of 6012 characters (tokenizer.max_query_chars)\n"
+    code, out, _ = run(capsys, "search", "timing belt " + "x " * 3000, str(kw_workspace), "--json")
+    assert json.loads(out)["notice"].startswith("the query was cut to its first 2000 of 6012 characters")
