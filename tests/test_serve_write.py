@@ -198,3 +198,23 @@ def test_redact_writes_false_keeps_the_raw_text(ws: Path) -> None:
 def test_memory_status_argument_error_names_no_empty_list(ws: Path) -> None:
     (r,) = _call(ws, [("memory_status", {"verbose": True})])
     assert r.is_error and r.content[0].text == "unknown argument(s): verbose; this tool takes no arguments."
+
+
+def test_a_note_saved_but_not_indexed_says_so_and_is_not_an_error(ws: Path) -> None:
+    """The index file is deleted under the running server: the note is saved, and the reply says it is not searchable
+    and why (before: 'indexed: true' whatever happened, or a tool error for a note that was saved)."""
+
+    async def main() -> Any:
+        async with _stdio(ws, "--allow-write", "--no-watch") as client:
+            await client.call_tool("memory_status", {})
+            for p in (ws / ".hybridmem").glob("index.sqlite*"):
+                p.unlink()
+            return await client.call_tool("memory_write", {"text": "The yak shears arrive Monday.",
+                                                           "file": "memory/yak.md"})
+
+    r = asyncio.run(main())
+    assert not r.is_error, r.content[0].text
+    out = r.structured_content
+    assert out["indexed"] is False and "while indexing, so nothing was saved" in out["index_error"]
+    assert "Not searchable yet: " in r.content[0].text
+    assert (ws / "memory" / "yak.md").read_text(encoding="utf-8") == "The yak shears arrive Monday.\n"
