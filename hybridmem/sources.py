@@ -169,7 +169,7 @@ def is_binary(head: bytes) -> bool:
     """Whether a file starting with ``head`` is binary (see :data:`BINARY_SHARE`).
 
     Example:
-        >>> is_binary(b"# notes\n\nfine\x00 text\n"), is_binary(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+        >>> is_binary(b"# notes\\n\\nfine\\x00 text\\n"), is_binary(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(range(256)))
         (False, True)
     """
     invalid = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(b"\xef\xbf\xbd")
@@ -177,17 +177,21 @@ def is_binary(head: bytes) -> bool:
     return bad > BINARY_MIN_BYTES and bad > BINARY_SHARE * len(head)
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as chunking.split_lines counts lines
+
+
 def _nul_warning(text: str) -> str:
+    """The warning for NULs in ``text``, naming the lines of the first five (one pass over the text)."""
     lines: list[int] = []
-    pos = text.find("\x00")
+    line, last, pos = 1, 0, text.find("\x00")
     while pos >= 0 and len(lines) < 5:
-        line = len(split_lines(text[: pos + 1]))
+        line += len(_LINE_BREAK.findall(text, last, pos))
+        last = pos
         if line not in lines:
             lines.append(line)
         pos = text.find("\x00", pos + 1)
-    n = text.count("\x00")
     more = "" if pos < 0 else " and later"
-    return f"{n} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
+    return f"{text.count(chr(0))} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
 
 
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
