@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,9 +34,10 @@ try:
 except ImportError:  # pragma: no cover - Windows: threads of one server are still kept apart
     fcntl = None  # type: ignore[assignment]
 
+from hybridmem.errors import HybridMemError
+
 T = TypeVar("T")
 LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
-_BREAK = re.compile(rb"\r\n|\r|\n")  # line breaks as hybridmem.chunking.split_lines counts them
 _BLOCK = 1 << 20
 
 _guard = threading.Lock()
@@ -154,11 +154,17 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path) as lfd:
         _recover(path, lfd)
-        tail = _tail(path, lfd)
-        data, result = compose(tail)
-        created = tail.size == 0 and not path.exists()
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-        start = os.fstat(fd)
+        for _ in range(5):  # a writer that takes no lock (an editor) changed the file meanwhile: look again
+            tail = _tail(path, lfd)
+            data, result = compose(tail)
+            created = tail.size == 0 and not path.exists()
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            start = os.fstat(fd)
+            if start.st_size == tail.size:
+                break
+            os.close(fd)
+        else:
+            raise HybridMemError(f"{path.name} kept changing while the note was appended, so it was not; try again")
         try:
             _set_journal(lfd, {"state": "pending", "id": _identity(start), "size": start.st_size,
                                "after": start.st_size + len(data), "sha256": hashlib.sha256(data).hexdigest()},
