@@ -8,7 +8,8 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   ``sync.sync_on_search`` off (a search would otherwise take the facade's sync lock when the index is dirty). The
   store's write transactions are short (embedding happens outside them) and readers never see one half done.
 * ``hybridmem.toml`` is checked (mtime and size) before every call; a change takes effect on that call. Settings that
-  change what the index holds open a new index with them and sync it in the background.
+  change what the index holds open a new index with them, sync it and load its model in the background, and swap it
+  in when it is ready: until then searches answer from the old index, with its model (both legs, no wait).
 * The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
   (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
   torch.
@@ -57,8 +58,8 @@ class MemoryService:
         self._config_stamp = self._stamp()
         self._lock = threading.Lock()
         self._retired: list[MemoryIndex] = []
-        self._model_ready = threading.Event()
-        self.index = self._open(self._load())
+        # The served index and whether its model is ready, swapped together (a search reads both at once).
+        self._serving: tuple[MemoryIndex, threading.Event] = (self._open(self._load()), threading.Event())
         self.index.sync()
         self.log = self._make_log(self.index.settings)
         self.watcher = self._start_watcher(self.index)
@@ -67,6 +68,15 @@ class MemoryService:
             threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model", daemon=True).start()
         else:
             self._model_ready.set()
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The index being served."""
+        return self._serving[0]
+
+    @property
+    def _model_ready(self) -> threading.Event:
+        return self._serving[1]
 
     # -- settings ------------------------------------------------------------------------------------------------
     def _stamp(self) -> tuple[int, int] | None:
@@ -124,24 +134,25 @@ class MemoryService:
                 return
             old, old_watcher = self.index, self.watcher
             new = self._open(settings)
-            self._model_ready.clear()
             threading.Thread(target=self._replace, args=(old, old_watcher, new), daemon=True).start()
 
     def _replace(self, old: MemoryIndex, old_watcher: Any, new: MemoryIndex) -> None:
-        """Sync an index opened with new content settings, then serve it (searches use the old one meanwhile)."""
+        """Sync an index opened with new content settings and load its model, then serve it: searches use the old
+        index and its model meanwhile, at full quality."""
         try:
             new.sync()
+            _ = new.embedder  # usually loaded by the sync already; never loaded after the swap
         except Exception as exc:  # noqa: BLE001 - keep serving the old index and say why
             self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
             new.close()
-            self._model_ready.set()
             return
         if old_watcher is not None:
             old_watcher.stop()
-        self.index = new
+        ready = threading.Event()
+        ready.set()
+        self._serving = (new, ready)
         self.watcher = self._start_watcher(new)
         self._retired.append(old)  # closed at shutdown: a search may still be running on it
-        self._load_model(new)
 
     # -- calls ---------------------------------------------------------------------------------------------------
     @property
@@ -209,10 +220,9 @@ class _Backend:
         return self._service.index.settings
 
     def search(self, query: str, **kwargs: Any) -> Any:
-        svc = self._service
-        index = svc.index
+        index, model_ready = self._service._serving
         uses_model = index.settings.ranking.vector_weight > 0
-        if uses_model and not svc._model_ready.wait(index.settings.serve.model_wait_s):
+        if uses_model and not model_ready.wait(index.settings.serve.model_wait_s):
             resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
             return _Loading(resp)
         return index.search(query, **kwargs)
