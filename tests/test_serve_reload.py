@@ -109,3 +109,50 @@ def test_a_rebuild_keeps_searches_hybrid_and_unstalled_until_the_swap(tmp_path: 
                 assert out["results"][0]["end_line"] - out["results"][0]["start_line"] < 25
 
         asyncio.run(main())
+
+
+def _demo_keyword_only(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".hybridmem"))
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
+    with MemoryIndex(ws, settings=load_settings(workspace=ws)) as idx:
+        idx.sync()
+    return ws
+
+
+async def _found_within(client: Client, query: str, path: str, seconds: float) -> float:
+    """Seconds until ``query`` finds ``path`` over MCP (searching every 50 ms), or inf after ``seconds``."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        r = await client.call_tool("memory_search", {"query": query})
+        if any(h["path"] == path for h in r.structured_content["results"]):
+            return time.perf_counter() - t0
+        await asyncio.sleep(0.05)
+    return float("inf")
+
+
+def test_extra_paths_added_while_serving_are_synced_and_watched(tmp_path: Path) -> None:
+    """Issue #23, 7: memory_get of a new extra path worked at once, but search missed it until an unrelated file
+    changed, and edits inside it were never seen (the watcher kept its first folders)."""
+    ws = _demo_keyword_only(tmp_path)
+    extra = tmp_path / "team-notes"
+    extra.mkdir()
+    (extra / "hangar.md").write_text("# Hangar\n\nThe zeppelin hangar code is kumquat.\n", encoding="utf-8")
+    debounce = 0.3
+
+    async def main() -> None:
+        async with _stdio(ws, "--debounce", str(debounce)) as client:
+            assert await _found_within(client, "zeppelin kumquat", "extra/team-notes/hangar.md", 0.1) == float("inf")
+            (ws / "hybridmem.toml").write_text(f'[embedding]\nprovider = "none"\n[sources]\nextra_paths = '
+                                               f'["{extra.as_posix()}"]\n', encoding="utf-8")
+            seconds = await _found_within(client, "zeppelin kumquat", "extra/team-notes/hangar.md", 5)
+            assert seconds < debounce + 1.0, f"the new extra path was searchable after {seconds:.2f} s"
+
+            (extra / "hangar.md").write_text("# Hangar\n\nThe blimp hangar code is tamarind.\n", encoding="utf-8")
+            (extra / "sub").mkdir()
+            (extra / "sub" / "dock.md").write_text("# Dock\n\nThe airship dock opens at dawn.\n", encoding="utf-8")
+            seconds = await _found_within(client, "blimp tamarind", "extra/team-notes/hangar.md", 5)
+            assert seconds < debounce + 1.0, f"an edit inside the new extra path was found after {seconds:.2f} s"
+            assert await _found_within(client, "airship dock dawn", "extra/team-notes/sub/dock.md", 2) < 2
+
+    asyncio.run(main())

@@ -130,11 +130,29 @@ class MemoryService:
                 return
             self.settings_error = None
             self.log = self._make_log(settings)
+            old_sources = self.index.settings.sources
             if self.index.reload_settings(settings):
+                if settings.sources != old_sources:
+                    self._resync()
                 return
             old, old_watcher = self.index, self.watcher
             new = self._open(settings)
             threading.Thread(target=self._replace, args=(old, old_watcher, new), daemon=True).start()
+
+    def _resync(self) -> None:
+        """Sources changed in place (extra or session paths, ignores): watch what they name now and sync."""
+        if self.watcher is not None:
+            self.watcher.rearm()
+        else:
+            self.index.dirty = True
+            threading.Thread(target=self._sync_quietly, args=(self.index,), name="hybridmem-resync",
+                             daemon=True).start()
+
+    def _sync_quietly(self, index: MemoryIndex) -> None:
+        try:
+            index.sync()
+        except Exception as exc:  # noqa: BLE001 - keep serving; memory_status says why
+            self.settings_error = f"{self.config_path.name}: the sync after it changed failed: {exc}"
 
     def _replace(self, old: MemoryIndex, old_watcher: Any, new: MemoryIndex) -> None:
         """Sync an index opened with new content settings and load its model, then serve it: searches use the old
