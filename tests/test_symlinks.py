@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,19 @@ def test_a_file_swapped_for_a_link_elsewhere_after_indexing_is_refused(linked: P
         target.symlink_to(linked.parent / "private" / "secret.md")
         with pytest.raises(PathError, match="symlink that leads outside the configured memory folders"):
             idx.get("memory/topics/boats.md")
+
+
+def test_the_watcher_sees_edits_in_a_linked_memory_folder(linked: Path) -> None:
+    from hybridmem.index import MemoryIndex
+    from hybridmem.watch import Watcher
+
+    synced = linked.parent / "Dropbox" / "agent-memory"
+    with MemoryIndex(linked, embedder=None) as idx, Watcher(idx, debounce_s=0.1) as w:
+        idx.sync()
+        assert str(synced) in {str(r) for r in w.roots()}  # the link's target is watched, not only the link
+        (synced / "topics" / "boats.md").write_text("# Boats\n\nThe hovercraft leaves at noon.\n")
+        deadline = time.monotonic() + 10
+        while not idx.search("hovercraft noon").results:
+            assert time.monotonic() < deadline, "an edit in the linked folder was never indexed"
+            time.sleep(0.05)
+        assert idx.search("hovercraft noon").results[0].path == "memory/topics/boats.md"
