@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -154,5 +155,38 @@ def test_extra_paths_added_while_serving_are_synced_and_watched(tmp_path: Path) 
             seconds = await _found_within(client, "blimp tamarind", "extra/team-notes/hangar.md", 5)
             assert seconds < debounce + 1.0, f"an edit inside the new extra path was found after {seconds:.2f} s"
             assert await _found_within(client, "airship dock dawn", "extra/team-notes/sub/dock.md", 2) < 2
+
+    asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_a_rebuild_with_the_default_model_never_answers_keyword_only(tmp_path: Path) -> None:
+    """The same with the real default model (e5), without holding anything: searches made while the rebuild runs
+    use both legs and none waits for a model."""
+    ws = tmp_path / "ws"
+    shutil.copytree(DEMO, ws, ignore=shutil.ignore_patterns(".hybridmem"))
+    subprocess.run([sys.executable, "-c", LAUNCH, "index", str(ws)], env=ENV, check=True, capture_output=True)
+
+    async def main() -> None:
+        async with _stdio(ws, "--no-watch") as client:
+            async def call(name: str, args: dict) -> dict:
+                return (await client.call_tool(name, args)).structured_content
+
+            first = await call("memory_search", {"query": QUERY})
+            assert first["fallback"] is False and first["provider"] == "e5"
+            before = (await call("memory_status", {}))["settings_hash"]
+            (ws / "hybridmem.toml").write_text("[chunking]\noverlap = 0\n", encoding="utf-8")
+            during, deadline = [], time.monotonic() + 120
+            while (await call("memory_status", {}))["settings_hash"] == before:
+                assert time.monotonic() < deadline, "the rebuilt index was never swapped in"
+                t0 = time.perf_counter()
+                out = await call("memory_search", {"query": QUERY})
+                during.append((time.perf_counter() - t0, out))
+                await asyncio.sleep(0.25)  # leave the cores to the rebuild
+            assert during, "the rebuild ended before a search could run during it"
+            for seconds, out in during:
+                assert out["fallback"] is False and out["results"][0]["vector_rank"] is not None
+                assert seconds < 0.9, f"a search during the rebuild took {seconds:.2f} s"
+            assert (await call("memory_status", {}))["chunks"] < 65  # no overlap: fewer chunks
 
     asyncio.run(main())
