@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from hybridmem.sources import source_roots, within
 from hybridmem.sync.documents import SyncReport
 
 WATCHED_SUFFIXES = (".md", ".jsonl")
@@ -171,8 +172,6 @@ class Watcher:
     def roots(self) -> list[Path]:
         """The folders to watch: the workspace, and every configured memory place outside it (a linked ``memory/``
         folder's target, extra paths, session folders: :func:`hybridmem.sources.source_roots`)."""
-        from hybridmem.sources import source_roots, within
-
         ws = Path(self.index.workspace)
         watched = (os.path.realpath(ws),)
         out = [ws]

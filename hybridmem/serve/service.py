@@ -108,10 +108,11 @@ class MemoryService:
         return Watcher(index, debounce_s=self.debounce_s).start()
 
     def _load_model(self, index: MemoryIndex) -> None:
+        ready = self._model_ready  # this generation's, taken before a rebuild could swap another in
         try:
             _ = index.embedder
         finally:
-            self._model_ready.set()
+            ready.set()
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
