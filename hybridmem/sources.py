@@ -128,7 +128,7 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
     ignore = set(cfg.ignore_dirs)
     roots = source_roots(ws, cfg)
     notes: list[str] = []
-    seen_dirs: set[str] = set()
+    seen_dirs: set[str] = set()  # folders walked for notes; transcripts' folders are walked apart (another suffix)
     found: list[tuple[Path, str, Path | None]] = []
     for name in ROOT_FILES:
         found.append((ws / name, "memory", None))
@@ -141,11 +141,12 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
             found += [(p, "memory", ep) for p in _walk(ws, ep, ".md", ignore, roots, notes, seen_dirs)]
         elif ep.suffix.lower() == ".md":
             found.append((ep, "memory", None))
+    seen_sessions: set[str] = set()
     for folder in cfg.session_paths:
         sp = Path(folder).expanduser()
         sp = sp if sp.is_absolute() else ws / sp
         if sp.is_dir():
-            found += [(p, "sessions", sp) for p in _walk(ws, sp, ".jsonl", ignore, roots, notes, seen_dirs)]
+            found += [(p, "sessions", sp) for p in _walk(ws, sp, ".jsonl", ignore, roots, notes, seen_sessions)]
     out: dict[str, SourceFile] = {}
     seen_real: set[str] = set()
     for p, source, root in found:

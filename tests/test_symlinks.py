@@ -105,3 +105,13 @@ def test_the_watcher_sees_edits_in_a_linked_memory_folder(linked: Path) -> None:
             assert time.monotonic() < deadline, "an edit in the linked folder was never indexed"
             time.sleep(0.05)
         assert idx.search("hovercraft noon").results[0].path == "memory/topics/boats.md"
+
+
+def test_transcripts_inside_the_memory_folder_are_still_found(tmp_path: Path) -> None:
+    from hybridmem.config import SourcesConfig
+    from hybridmem.sources import discover
+
+    write(tmp_path, "memory/a.md", "# A\n")
+    write(tmp_path, "memory/chats/s1.jsonl", '{"role": "user", "content": "hi"}\n')
+    found = {f.path: f.source for f in discover(tmp_path, SourcesConfig(session_paths=("memory/chats",)))}
+    assert found == {"memory/a.md": "memory", "memory/chats/s1.jsonl": "sessions"}
