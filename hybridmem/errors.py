@@ -12,7 +12,7 @@ class ConfigError(HybridMemError, ValueError):
 
 
 class PathError(HybridMemError):
-    """A path was refused: outside the memory root, absolute, a symlink, or not a memory file."""
+    """A path was refused: outside the memory root, absolute, a symlink leading elsewhere, or not a memory file."""
 
 
 class IndexCorruptError(HybridMemError):

@@ -224,8 +224,9 @@ class MemoryIndex:
 
     # -- get -----------------------------------------------------------------------------------------------------
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
-        """Read lines of an indexed memory file or transcript. Refuses absolute paths, ``..``, symlinks and
-        anything not indexed. Transcripts return their redacted ``User:``/``Assistant:`` lines."""
+        """Read lines of an indexed memory file or transcript. Refuses absolute paths, ``..``, links leading outside
+        the configured memory places (the indexer's rule) and anything not indexed. Transcripts return their redacted
+        ``User:``/``Assistant:`` lines."""
         key = validate_relative(path)
         row = self.store.files().get(key)
         if row is None and self.workspace is not None:

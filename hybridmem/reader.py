@@ -1,7 +1,8 @@
 """Reading lines of an indexed memory file for ``memory_get``, and the path checks that keep it inside the workspace.
 
-Refused: absolute paths, ``..``, ``~``, drive letters, NUL bytes, symlinks (the file or any folder on the way), and any
-path that is not an indexed (or indexable) memory file. Transcripts are read as their redacted ``User:`` /
+Refused: absolute paths, ``..``, ``~``, drive letters, NUL bytes, a path that resolves outside the configured memory
+places (a symlink leading elsewhere; the indexer's own rule, :func:`hybridmem.sources.within`), and any path that is
+not an indexed (or indexable) memory file. Transcripts are read as their redacted ``User:`` /
 ``Assistant:`` lines, numbered by the line of the ``.jsonl`` each came from.
 """
 
@@ -15,7 +16,7 @@ from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import BINARY, read_text, redact_memory_text, session_redactor
+from hybridmem.sources import BINARY, read_text, redact_memory_text, session_redactor, source_roots, within
 
 
 def read_lines(
@@ -23,7 +24,7 @@ def read_lines(
     from_line: int | None = None, lines: int | None = None,
 ) -> dict[str, Any]:
     """Lines ``from_line`` .. ``from_line + lines - 1`` of one memory file or transcript (all of them by default)."""
-    refuse_symlinks(abspath, workspace)
+    refuse_escapes(abspath, workspace, sources)
     if from_line is not None and from_line < 1:
         raise ArgumentError(f"from_line must be >= 1, got {from_line}")
     if lines is not None and lines < 1:
@@ -69,18 +70,14 @@ def validate_relative(path: str) -> str:
     return clean
 
 
-def refuse_symlinks(abspath: Path, workspace: Path | None) -> None:
-    if abspath.is_symlink():
-        raise PathError(f"symlinks are refused: {abspath.name}")
-    if workspace is not None:
-        try:
-            rel = abspath.relative_to(workspace)
-        except ValueError:
-            return
-        cur = workspace
-        for part in rel.parts:
-            cur = cur / part
-            if cur.is_symlink():
-                raise PathError(f"path goes through a symlink: {cur.relative_to(workspace).as_posix()}")
-        if not os.path.realpath(abspath).startswith(os.path.realpath(workspace) + os.sep):
-            raise PathError("path resolves outside the memory root")
+def refuse_escapes(abspath: Path, workspace: Path | None, sources: SourcesConfig) -> None:
+    """PathError unless ``abspath`` resolves inside what the workspace's settings name as memory (the indexer's rule:
+    links the user configured are followed, links leading elsewhere are not)."""
+    if workspace is None:
+        if abspath.is_symlink():
+            raise PathError(f"symlinks are refused: {abspath.name}")
+        return
+    real = os.path.realpath(abspath)
+    if not within(real, source_roots(workspace, sources)):
+        raise PathError("path goes through a symlink that leads outside the configured memory folders (add its "
+                        "target to sources.extra_paths to make it readable)")

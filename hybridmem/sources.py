@@ -1,8 +1,14 @@
 """Finding what to index in a workspace and reading it into :class:`~hybridmem.records.Document` objects.
 
 Memory files: ``MEMORY.md``, ``memory.md``, ``memory/**/*.md`` and configured extra paths (files or folders); ``.md``
-only; symlinks skipped; deduplicated by realpath; ``.git``, ``node_modules``, ``.venv`` and the index's own folder
-ignored. Transcripts: ``*.jsonl`` in the configured session folders.
+only; deduplicated by realpath; ``.git``, ``node_modules``, ``.venv`` and the index's own folder ignored. Transcripts:
+``*.jsonl`` in the configured session folders.
+
+Symlinks: what the user configured is followed, wherever it points (the workspace's ``memory/`` folder or
+``MEMORY.md`` being a link into a synced folder, a linked extra path). Every file found must resolve (realpath) inside
+one of those configured places (:func:`source_roots`); a link that leads anywhere else is skipped with a warning
+saying how to include it (``sources.extra_paths``). Folders are walked once each by realpath, so link loops end.
+``memory_get`` applies the same rule (:func:`within`), so it reads exactly what can be indexed.
 """
 
 from __future__ import annotations
@@ -56,9 +62,49 @@ def is_evergreen(path: str) -> bool:
     return path.startswith("memory/") and date_from_path(path) is None
 
 
-def _walk(root: Path, suffix: str, ignore: set[str]) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in ignore and not os.path.islink(os.path.join(dirpath, d)))
+def source_roots(workspace: str | Path, config: SourcesConfig | None = None) -> tuple[str, ...]:
+    """The real paths of what the user configured as memory: the workspace's ``MEMORY.md``, ``memory.md`` and
+    ``memory/``, each extra path and each session folder (each followed when it is a link)."""
+    cfg = config or SourcesConfig()
+    ws = Path(workspace).absolute()
+    places = [ws / name for name in ROOT_FILES] + [ws / "memory"]
+    for configured in (*cfg.extra_paths, *cfg.session_paths):
+        p = Path(configured).expanduser()
+        places.append(p if p.is_absolute() else ws / p)
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in places))
+
+
+def within(real: str, roots: tuple[str, ...]) -> bool:
+    """Whether the real path ``real`` is one of ``roots`` or inside one of them."""
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def link_warning(shown: str, target: str) -> str:
+    return (f"{shown}: skipped, a symlink to {target}, outside the configured memory folders; to index it, add "
+            f"{target} to sources.extra_paths")
+
+
+def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str, ...], warnings: list[str],
+          seen_dirs: set[str]) -> Iterator[Path]:
+    """Files under ``root`` ending in ``suffix``; linked folders followed when inside ``roots``, each real folder
+    walked once (no loops)."""
+    real_root = os.path.realpath(root)
+    if real_root in seen_dirs:
+        return
+    seen_dirs.add(real_root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        kept = []
+        for d in sorted(dirnames):
+            full = os.path.join(dirpath, d)
+            real = os.path.realpath(full)
+            if d in ignore or real in seen_dirs:
+                continue
+            if os.path.islink(full) and not within(real, roots):
+                warnings.append(link_warning(_key(ws, Path(full), root), real))
+                continue
+            seen_dirs.add(real)
+            kept.append(d)
+        dirnames[:] = kept
         for name in sorted(filenames):
             if name.lower().endswith(suffix):
                 yield Path(dirpath) / name
@@ -73,45 +119,54 @@ def _key(workspace: Path, p: Path, extra_root: Path | None) -> str:
         return f"extra/{base.name}/{rel}" if p != base else f"extra/{p.name}"
 
 
-def discover(workspace: str | Path, config: SourcesConfig | None = None) -> list[SourceFile]:
-    """Every file to index, sorted by path, deduplicated by realpath."""
+def discover(workspace: str | Path, config: SourcesConfig | None = None,
+             warnings: list[str] | None = None) -> list[SourceFile]:
+    """Every file to index, sorted by path, deduplicated by realpath; links that lead outside the configured places
+    are skipped, each with a line added to ``warnings``."""
     cfg = config or SourcesConfig()
     ws = Path(workspace).absolute()
     ignore = set(cfg.ignore_dirs)
+    roots = source_roots(ws, cfg)
+    notes: list[str] = []
+    seen_dirs: set[str] = set()  # folders walked for notes; transcripts' folders are walked apart (another suffix)
     found: list[tuple[Path, str, Path | None]] = []
     for name in ROOT_FILES:
         found.append((ws / name, "memory", None))
-    if (ws / "memory").is_dir() and not (ws / "memory").is_symlink():
-        found += [(p, "memory", None) for p in _walk(ws / "memory", ".md", ignore)]
+    if (ws / "memory").is_dir():
+        found += [(p, "memory", None) for p in _walk(ws, ws / "memory", ".md", ignore, roots, notes, seen_dirs)]
     for extra in cfg.extra_paths:
         ep = Path(extra).expanduser()
         ep = ep if ep.is_absolute() else ws / ep
-        if ep.is_symlink():
-            continue
         if ep.is_dir():
-            found += [(p, "memory", ep) for p in _walk(ep, ".md", ignore)]
+            found += [(p, "memory", ep) for p in _walk(ws, ep, ".md", ignore, roots, notes, seen_dirs)]
         elif ep.suffix.lower() == ".md":
             found.append((ep, "memory", None))
+    seen_sessions: set[str] = set()
     for folder in cfg.session_paths:
         sp = Path(folder).expanduser()
         sp = sp if sp.is_absolute() else ws / sp
-        if sp.is_dir() and not sp.is_symlink():
-            found += [(p, "sessions", sp) for p in _walk(sp, ".jsonl", ignore)]
+        if sp.is_dir():
+            found += [(p, "sessions", sp) for p in _walk(ws, sp, ".jsonl", ignore, roots, notes, seen_sessions)]
     out: dict[str, SourceFile] = {}
     seen_real: set[str] = set()
     for p, source, root in found:
+        real = os.path.realpath(p)
         try:
-            if p.is_symlink() or not p.is_file():
+            if not os.path.isfile(real):
                 continue
-            st = p.stat()
+            st = os.stat(real)
         except OSError:
             continue
-        real = os.path.realpath(p)
+        if not within(real, roots):
+            notes.append(link_warning(_key(ws, p, root), real))
+            continue
         if real in seen_real:
             continue
         seen_real.add(real)
         key = _key(ws, p, root)
         out.setdefault(key, SourceFile(key, str(p), source, st.st_mtime, st.st_size))
+    if warnings is not None:
+        warnings.extend(dict.fromkeys(notes))
     return [out[k] for k in sorted(out)]
 
 

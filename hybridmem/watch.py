@@ -5,7 +5,8 @@
 * :class:`Watcher` watches the workspace (and extra paths) with ``watchdog``. A change to a ``.md`` or ``.jsonl`` file
   marks the index dirty at once (so a search made before the debounce ends syncs first, when ``sync.sync_on_search``
   is on) and (re)starts a debounce timer (``sync.watch_debounce_s``, 1.5 s by default); when it fires, a sync is
-  requested. With ``sync.interval_s > 0`` a sync is also requested periodically.
+  requested. With ``sync.interval_s > 0`` a sync is also requested periodically. It watches the workspace and every
+  configured memory place outside it; :meth:`Watcher.rearm` re-reads them after a settings reload.
 * ``hybridmem watch [WORKSPACE]`` runs a first sync, then watches until interrupted, printing one line per sync.
 
 Example:
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from hybridmem.sources import source_roots, within
 from hybridmem.sync.documents import SyncReport
 
 WATCHED_SUFFIXES = (".md", ".jsonl")
@@ -128,6 +130,7 @@ class Watcher:
         self._timer: threading.Timer | None = None
         self._timer_lock = threading.Lock()
         self._observer: Any = None
+        self._handler: Any = None
         self._stop = threading.Event()
         self._interval_thread: threading.Thread | None = None
         ignore = set(index.settings.sources.ignore_dirs)
@@ -167,15 +170,25 @@ class Watcher:
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     def roots(self) -> list[Path]:
+        """The folders to watch: the workspace, and every configured memory place outside it (a linked ``memory/``
+        folder's target, extra paths, session folders: :func:`hybridmem.sources.source_roots`)."""
         ws = Path(self.index.workspace)
+        watched = (os.path.realpath(ws),)
         out = [ws]
-        for extra in (*self.index.settings.sources.extra_paths, *self.index.settings.sources.session_paths):
-            p = Path(extra).expanduser()
-            p = p if p.is_absolute() else ws / p
-            target = p if p.is_dir() else p.parent
-            if target.exists() and ws not in target.parents and target != ws:
-                out.append(target)
+        for root in source_roots(ws, self.index.settings.sources):
+            target = root if os.path.isdir(root) else os.path.dirname(root)
+            if os.path.isdir(target) and not within(target, watched):
+                watched += (target,)
+                out.append(Path(target))
         return out
+
+    def rearm(self) -> None:
+        """Watch what the index's settings name now (a settings reload changed extra or session paths), and sync."""
+        self._ignore = set(self.index.settings.sources.ignore_dirs)
+        if self._observer is not None:
+            self._observer.unschedule_all()
+            self._schedule()
+        self.notify()
 
     def start(self) -> "Watcher":
         from watchdog.events import FileSystemEventHandler
@@ -192,15 +205,19 @@ class Watcher:
                         watcher.notify()
                         return
 
+        self._handler = Handler()
         self._observer = Observer()
-        for root in self.roots():
-            self._observer.schedule(Handler(), str(root), recursive=True)
+        self._schedule()
         self._observer.start()
         if self.interval_s > 0:
             self._interval_thread = threading.Thread(target=self._interval_loop, name="hybridmem-interval",
                                                      daemon=True)
             self._interval_thread.start()
         return self
+
+    def _schedule(self) -> None:
+        for root in self.roots():
+            self._observer.schedule(self._handler, str(root), recursive=True)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no debounce timer is armed and no sync is pending or running."""

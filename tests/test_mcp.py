@@ -57,8 +57,8 @@ def _stdio(ws: Path, *extra: str) -> Client:
 class HttpServer:
     """``hybridmem mcp --http 127.0.0.1:0`` in a subprocess; ``url`` once it listens."""
 
-    def __init__(self, ws: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([sys.executable, *_args(ws, "--http", "127.0.0.1:0", *extra)],
+    def __init__(self, ws: Path, *extra: str, env: dict[str, str] | None = None, bind: str = "127.0.0.1:0") -> None:
+        self.proc = subprocess.Popen([sys.executable, *_args(ws, "--http", bind, *extra)],
                                      env={**ENV, **(env or {})}, stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         m = re.search(r"http://([\d.]+):(\d+)/mcp", line)
@@ -176,6 +176,41 @@ def test_token_is_required_when_set(ws: Path) -> None:
                 assert not r.is_error and r.structured_content["results"]
 
         asyncio.run(main())
+    finally:
+        server.close()
+
+
+def test_remote_http_by_ip_with_a_token(ws: Path) -> None:
+    """Bound to 0.0.0.0 on port 0 with a token: reached by one of the machine's addresses (127.0.0.2 stands for the
+    LAN address here) through the SDK client, and by an --allow-host name; an unknown Host is still refused (DNS
+    rebinding), and the auth scheme is case-insensitive (issue #23, 8: every IP got 421, and port 0 was recorded as
+    the allowed port)."""
+    server = HttpServer(ws, "--token", "s3cret-token", "--allow-host", "mem.example.org", bind="0.0.0.0:0")
+    url = f"http://127.0.0.2:{server.port}/mcp"
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+               "authorization": "Bearer s3cret-token"}
+    try:
+        async def search(scheme: str) -> dict:
+            auth = httpx.AsyncClient(headers={"authorization": f"{scheme} s3cret-token"})
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with auth, Client(streamable_http_client(url, http_client=auth)) as client:
+                r = await client.call_tool("memory_search", {"query": "retry backoff payment_processor"})
+                assert not r.is_error
+                return r.structured_content
+
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            assert asyncio.run(search(scheme))["results"][0]["citation"] == f"{FILE}#L1-L26", scheme
+        for host, refused in [(f"evil.example:{server.port}", True), (f"192.0.2.1:{server.port}", True),
+                              ("mem.example.org:1", True), (f"mem.example.org:{server.port}", False),
+                              (f"MEM.example.org:{server.port}", False), (f"127.0.0.2:{server.port}", False)]:
+            r = httpx.post(url, json=ping, headers={**headers, "host": host})  # passing: the SDK's own 400 or 200
+            assert (r.status_code == 421) is refused and r.status_code not in (401, 403), (host, r.status_code)
+        r = httpx.post(url, json=ping, headers={**headers, "origin": "http://evil.example"})
+        assert r.status_code == 403
+        r = httpx.post(url, json=ping, headers={**headers, "authorization": "Basic s3cret-token"})
+        assert r.status_code == 401
     finally:
         server.close()
 

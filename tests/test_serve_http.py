@@ -64,3 +64,12 @@ def test_check_bind_needs_a_token_off_loopback() -> None:
     check_bind("0.0.0.0", "s3cret")
     with pytest.raises(ConfigError, match="without a bearer token"):
         check_bind("0.0.0.0", None)
+
+
+def test_split_host_and_local_addresses() -> None:
+    from hybridmem.serve.http import is_local_address, split_host
+
+    assert split_host("VM:8765") == ("vm", 8765) and split_host("[::1]:80") == ("::1", 80)
+    assert split_host("example.org") == ("example.org", None) and split_host("a:99999") == ("", None)
+    assert split_host("a:b") == ("", None)
+    assert is_local_address("127.0.0.2") and not is_local_address("192.0.2.1")  # TEST-NET-1: never ours

@@ -8,7 +8,9 @@ files are the demo set's format, which :func:`hybridmem.eval.datasets.load_works
 * ``judgments.jsonl``: ``{"query_id", "path", "start_line", "end_line", "grade"}`` (grade 0 = judged not relevant,
   1 or 2 = relevant; ``"whole_file": true`` marks a file-level judgment, as QMD fixtures and BEIR qrels give);
 * ``meta.json``: ``{"name", "workspace": "..", "reference_time", ...}`` (the clock is the time of the last change);
-* ``undo.jsonl``: the previous contents before each change (the last :data:`UNDO_DEPTH`), for :meth:`LabelStore.undo`.
+* ``undo.jsonl``: the previous contents before each change (the last :data:`UNDO_DEPTH`), for :meth:`LabelStore.undo`;
+* ``.lock``: every change reads, changes and writes the files holding an exclusive lock on it, so changes made at once
+  (two imports, an import and a click in the workbench) all land.
 
 Pools (TREC style): the candidates to judge for a query are the union of the top :data:`POOL_DEPTH` of several runs
 (keyword, vector, the current config, RRF), so labels favour none of them.
@@ -23,10 +25,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from hybridmem.config import LABELS_DIRNAME, PRESETS, RankConfig
 from hybridmem.errors import DatasetError
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from hybridmem.index import MemoryIndex
     from hybridmem.records import Candidates
 
-QUERIES, JUDGMENTS, META, UNDO = "queries.jsonl", "judgments.jsonl", "meta.json", "undo.jsonl"
+QUERIES, JUDGMENTS, META, UNDO, LOCK = "queries.jsonl", "judgments.jsonl", "meta.json", "undo.jsonl", ".lock"
 POOL_DEPTH = 10
 UNDO_DEPTH = 50
 # Below this many labeled queries a paired test rarely finds a real difference significant (pages warn).
@@ -106,12 +110,48 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _lock_exclusive(fh: Any) -> None:
+    """Block until this process holds ``fh``'s file exclusively (released when ``fh`` is closed)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+
+        while True:
+            try:
+                msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+                return
+            except OSError:
+                continue
+    fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+
+
 class LabelStore:
     """Read and change a workspace's labels; every change is written at once (atomically) and can be undone."""
 
     def __init__(self, workspace: str | Path) -> None:
         self.workspace = Path(workspace).expanduser().resolve()
         self.dir = labels_dir(self.workspace)
+        self._holding = threading.local()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the labels' lock (re-entrant within a thread): read, change and write inside it."""
+        if getattr(self._holding, "depth", 0):
+            self._holding.depth += 1
+            try:
+                yield
+            finally:
+                self._holding.depth -= 1
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / LOCK, "ab") as fh:
+            _lock_exclusive(fh)
+            self._holding.depth = 1
+            try:
+                yield
+            finally:
+                self._holding.depth = 0
 
     # -- reading -----------------------------------------------------------------------------------------------
     def queries(self) -> list[LabeledQuery]:
@@ -156,14 +196,14 @@ class LabelStore:
         text = text.strip()
         if not text:
             raise DatasetError("a labeled query needs text")
-        found = self.find(text)
-        if found is not None:
-            return found
-        qs = self.queries()
-        nums = [int(m.group(1)) for q in qs if (m := re.fullmatch(r"u(\d+)", q.id))]
-        q = LabeledQuery(f"u{max(nums, default=0) + 1:03d}", text, split=split, source=source, created=_now())
-        self._save([*qs, q], self.judgments())
-        return q
+        with self.locked():
+            found = self.find(text)
+            if found is not None:
+                return found
+            qs = self.queries()
+            q = LabeledQuery(f"u{_next_number(qs):03d}", text, split=split, source=source, created=_now())
+            self._save([*qs, q], self.judgments())
+            return q
 
     def judge(self, query: str, path: str, start_line: int, end_line: int, grade: int = 1, source: str = "typed",
               whole_file: bool = False) -> Judgment:
@@ -173,46 +213,98 @@ class LabelStore:
         Raises:
             DatasetError: an empty or reversed line span, or a grade outside 0..3.
         """
-        if start_line < 1 or end_line < start_line:
-            raise DatasetError(f"evidence lines {start_line}-{end_line} are not a span of 1-based lines")
-        if not 0 <= grade <= 3:
-            raise DatasetError(f"grade {grade} is outside 0..3 (0 = not relevant)")
-        q = self.add_query(query, source=source)
-        new = Judgment(q.id, path, int(start_line), int(end_line), int(grade), whole_file)
-        kept = [j for j in self.judgments()
-                if not (j.query_id == q.id and j.overlaps(path, new.start_line, new.end_line))]
-        self._save(self.queries(), [*kept, new])
-        return new
+        item = (query, Judgment("", path, start_line, end_line, grade, whole_file))
+        _check_item(*item)
+        with self.locked():
+            self.add_query(query, source=source)  # a new query is its own undo step, as in the workbench
+            return self.add_judgments([item], source)[0]
+
+    def add_judgments(self, items: Sequence[tuple[str, Judgment]], source: str = "typed") -> list[Judgment]:
+        """Judge many ``(query text, judgment)`` pairs in one change (one undo step), in time linear in the labels:
+        queries are found by text and created when new (with ``source``); a judgment replaces the same query's
+        judgments it overlaps, as :meth:`judge` does. Every item is checked before anything is written.
+
+        Raises:
+            DatasetError: an empty query, an empty or reversed line span, or a grade outside 0..3.
+        """
+        for text, j in items:
+            _check_item(text, j)
+        with self.locked():
+            qs, js = self.queries(), self.judgments()
+            by_text = {q.text.strip(): q for q in qs}
+            number = _next_number(qs)
+            kept: list[Judgment | None] = list(js)
+            by_file: dict[tuple[str, str], list[int]] = {}
+            for i, j in enumerate(js):
+                by_file.setdefault((j.query_id, j.path), []).append(i)
+            added = []
+            for text, j in items:
+                q = by_text.get(text.strip())
+                if q is None:
+                    q = by_text[text.strip()] = LabeledQuery(f"u{number:03d}", text.strip(), source=source,
+                                                             created=_now())
+                    qs.append(q)
+                    number += 1
+                new = replace(j, query_id=q.id, start_line=int(j.start_line), end_line=int(j.end_line),
+                              grade=int(j.grade))
+                same = by_file.setdefault((q.id, new.path), [])
+                for i in same:
+                    old = kept[i]
+                    if old is not None and old.overlaps(new.path, new.start_line, new.end_line):
+                        kept[i] = None
+                same.append(len(kept))
+                kept.append(new)
+                added.append(new)
+            self._save(qs, [j for j in kept if j is not None])
+            return added
 
     def unjudge(self, query_id: str, path: str, start_line: int, end_line: int) -> int:
         """Delete the judgments of ``query_id`` overlapping these lines; how many were deleted."""
-        js = self.judgments()
-        kept = [j for j in js if not (j.query_id == query_id and j.overlaps(path, start_line, end_line))]
-        if len(kept) != len(js):
-            self._save(self.queries(), kept)
-        return len(js) - len(kept)
+        with self.locked():
+            js = self.judgments()
+            kept = [j for j in js if not (j.query_id == query_id and j.overlaps(path, start_line, end_line))]
+            if len(kept) != len(js):
+                self._save(self.queries(), kept)
+            return len(js) - len(kept)
 
     def edit_query(self, query_id: str, text: str) -> None:
-        qs = [LabeledQuery(**{**asdict(q), "text": text.strip()}) if q.id == query_id else q for q in self.queries()]
-        self._save(qs, self.judgments())
+        with self.locked():
+            qs = [LabeledQuery(**{**asdict(q), "text": text.strip()}) if q.id == query_id else q
+                  for q in self.queries()]
+            self._save(qs, self.judgments())
 
     def delete_query(self, query_id: str) -> None:
-        self._save([q for q in self.queries() if q.id != query_id],
-                   [j for j in self.judgments() if j.query_id != query_id])
+        with self.locked():
+            self._save([q for q in self.queries() if q.id != query_id],
+                       [j for j in self.judgments() if j.query_id != query_id])
 
     def undo(self) -> bool:
         """Restore the labels as they were before the last change; False when there is nothing to undo."""
-        history = _read_jsonl(self.dir / UNDO)
-        if not history:
-            return False
-        last = history.pop()
-        for n in (QUERIES, JUDGMENTS):
-            _atomic_write(self.dir / n, last.get(n, ""))
-        _atomic_write(self.dir / UNDO, "".join(json.dumps(h, ensure_ascii=False) + "\n" for h in history))
-        return True
+        with self.locked():
+            history = _read_jsonl(self.dir / UNDO)
+            if not history:
+                return False
+            last = history.pop()
+            for n in (QUERIES, JUDGMENTS):
+                _atomic_write(self.dir / n, last.get(n, ""))
+            _atomic_write(self.dir / UNDO, "".join(json.dumps(h, ensure_ascii=False) + "\n" for h in history))
+            return True
 
     def can_undo(self) -> bool:
         return bool(_read_jsonl(self.dir / UNDO))
+
+
+def _check_item(text: str, j: Judgment) -> None:
+    if not text.strip():
+        raise DatasetError("a labeled query needs text")
+    if j.start_line < 1 or j.end_line < j.start_line:
+        raise DatasetError(f"evidence lines {j.start_line}-{j.end_line} are not a span of 1-based lines")
+    if not 0 <= j.grade <= 3:
+        raise DatasetError(f"grade {j.grade} is outside 0..3 (0 = not relevant)")
+
+
+def _next_number(queries: list[LabeledQuery]) -> int:
+    return max((int(m.group(1)) for q in queries if (m := re.fullmatch(r"u(\d+)", q.id))), default=0) + 1
 
 
 def _name(workspace: Path) -> str:

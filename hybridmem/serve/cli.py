@@ -6,6 +6,7 @@ Examples::
 
     hybridmem mcp ~/agent-memory                          # stdio, for Claude Code / Desktop, Cursor, OpenClaw
     hybridmem mcp ~/agent-memory --http 8765              # http://127.0.0.1:8765/mcp
+    hybridmem mcp ~/agent-memory --http 0.0.0.0:8765 --token T --allow-host mem.example.org
     hybridmem mcp ~/agent-memory --allow-write            # adds memory_write and the memory_flush prompt
 """
 
@@ -28,6 +29,10 @@ def add_parsers(sub: Any) -> None:
                     help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST default 127.0.0.1)")
     sp.add_argument("--token", default=None,
                     help="bearer token HTTP clients must send (default: $HYBRIDMEM_MCP_TOKEN); required off loopback")
+    sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="a further name clients may reach the HTTP server by (Host header), e.g. a DNS name or a "
+                         "proxy's; repeatable (loopback, the bound address and, for 0.0.0.0, this machine's "
+                         "addresses and name are always accepted)")
     sp.add_argument("--allow-write", action="store_true",
                     help="add memory_write (append notes under memory/) and the pre-compaction flush prompt")
     sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
@@ -72,7 +77,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             def ready(port: int) -> None:
                 print(f"hybridmem: serving MCP at http://{bind[0]}:{port}/mcp", file=sys.stderr, flush=True)
 
-            serve_http(build_server(service, args.allow_write), bind[0], bind[1], token, ready)
+            serve_http(build_server(service, args.allow_write), bind[0], bind[1], token, ready,
+                       tuple(args.allow_host))
     except KeyboardInterrupt:
         pass
     finally:

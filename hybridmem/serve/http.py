@@ -2,9 +2,10 @@
 
 * Binds 127.0.0.1 unless told otherwise. A non-loopback address is refused unless a bearer token is set
   (``--token`` or ``HYBRIDMEM_MCP_TOKEN``); with a token every request must carry ``Authorization: Bearer <token>``
-  (compared in constant time), wherever the server listens.
-* ``Host`` and ``Origin`` are validated as the MCP spec asks for local servers (DNS-rebinding protection, the SDK's
-  own check): loopback names on any port, plus the bound host itself.
+  (the scheme in any case, the token compared in constant time), wherever the server listens.
+* ``Host`` and ``Origin`` are validated as the MCP spec asks for local servers (DNS-rebinding protection,
+  :class:`HostCheck`): loopback names on any port; on the bound port the bound address (for ``0.0.0.0``: this
+  machine's addresses and name) and the names given with ``--allow-host``.
 * Accepted connections get ``TCP_NODELAY`` (see :func:`listen_socket`); without it each warm call waited ~40 ms.
 
 Example:
@@ -55,38 +56,124 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 class BearerAuth:
-    """ASGI middleware: 401 unless ``Authorization: Bearer <token>``."""
+    """ASGI middleware: 401 unless ``Authorization: Bearer <token>`` (the scheme in any case, RFC 9110 11.1; the
+    token compared in constant time)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
+
+    def accepts(self, header: bytes) -> bool:
+        scheme, _, given = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._expected)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self.accepts(dict(scope.get("headers") or ()).get(b"authorization", b"")):
+            await _refuse(send, 401, b"missing or wrong bearer token\n", [(b"www-authenticate", b"Bearer")])
+            return
+        await self.app(scope, receive, send)
+
+
+class HostCheck:
+    """ASGI middleware against DNS rebinding (the MCP spec's rule for local servers): 421 unless ``Host`` names this
+    server, 403 unless ``Origin`` (when sent) does too.
+
+    Accepted, on any port: loopback names and addresses (``localhost``, ``127.0.0.0/8``, ``::1``). On the bound port
+    (or with no port): the bound address; when bound to ``0.0.0.0`` / ``::``, every address of this machine's
+    interfaces (checked by binding to it, so an address that is not ours is refused) and its host name; and each name
+    given with ``--allow-host``. A rebinding page's Host is the attacker's domain, which is none of these.
+    """
+
+    def __init__(self, app: Any, host: str, port: int, allow_hosts: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.port = port
+        self.wildcard = host in ("0.0.0.0", "::", "")
+        names = {host.lower(), *(h.strip().lower().strip("[]") for h in allow_hosts if h.strip())}
+        if self.wildcard:
+            names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        self.names = frozenset(names)
+        self._local: dict[str, bool] = {}
+
+    def allowed(self, hostport: str) -> bool:
+        """Whether ``Host`` (``name[:port]``, ``[v6]:port``) names this server."""
+        name, port = split_host(hostport)
+        if not name:
+            return False
+        if is_loopback(name):
+            return True
+        if port is not None and port != self.port:
+            return False
+        return name in self.names or (self.wildcard and self._is_local_address(name))
+
+    def _is_local_address(self, name: str) -> bool:
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        if name not in self._local:
+            if len(self._local) > 1024:
+                self._local.clear()
+            self._local[name] = is_local_address(name)
+        return self._local[name]
+
+    def origin_allowed(self, origin: str) -> bool:
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme.lower() in ("http", "https") and self.allowed(rest.split("/", 1)[0])
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+            headers = dict(scope.get("headers") or ())
+            if not self.allowed(headers.get(b"host", b"").decode("latin-1")):
+                await _refuse(send, 421, b"Invalid Host header\n")
+                return
+            origin = headers.get(b"origin")
+            if origin is not None and not self.origin_allowed(origin.decode("latin-1")):
+                await _refuse(send, 403, b"Invalid Origin header\n")
                 return
         await self.app(scope, receive, send)
 
 
-def build_app(server: Any, host: str, port: int, token: str | None) -> Any:
-    """The Starlette app of ``server`` with Host/Origin validation and, given a token, bearer auth."""
+async def _refuse(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain"), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def split_host(hostport: str) -> tuple[str, int | None]:
+    """``"Vm:8765"`` -> ``("vm", 8765)``; ``"[::1]:80"`` -> ``("::1", 80)``; a bad port -> ``("", None)``."""
+    text = hostport.strip().lower()
+    if text.startswith("["):
+        name, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        name, port = text.split(":")
+    else:
+        name, port = text, ""
+    if not port:
+        return name, None
+    return (name, int(port)) if port.isdigit() and int(port) <= 65535 else ("", None)
+
+
+def is_local_address(address: str) -> bool:
+    """Whether ``address`` belongs to one of this machine's interfaces: binding to it succeeds only then."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+        return True
+    except OSError:
+        return False
+
+
+def build_app(server: Any, host: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = ()) -> Any:
+    """The Starlette app of ``server`` behind :class:`HostCheck` and, given a token, :class:`BearerAuth`. ``port`` is
+    the bound port (0 already resolved)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    hosts = [f"{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
-    origins = [f"http://{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
-    if not is_loopback(host):
-        names = {host} | ({socket.gethostname()} if host in ("0.0.0.0", "::") else set())
-        for name in names:
-            shown = f"[{name}]" if ":" in name else name
-            hosts += [f"{shown}:{port}", shown]
-            origins += [f"http://{shown}:{port}", f"https://{shown}:{port}"]
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                         allowed_origins=origins)
-    app = server.streamable_http_app(transport_security=security, host=host, json_response=True)
+    # Host and Origin are checked by HostCheck, which knows the bound port and this machine's addresses.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = HostCheck(server.streamable_http_app(transport_security=security, host=host, json_response=True),
+                    host, port, allow_hosts)
     return BearerAuth(app, token) if token else app
 
 
@@ -110,17 +197,18 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any = None) -> None:
+def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any = None,
+               allow_hosts: tuple[str, ...] = ()) -> None:
     """Serve until interrupted (uvicorn); ``ready`` is called with the bound port once listening."""
     import anyio
     import uvicorn
 
     check_bind(host, token)
-    app = build_app(server, host, port, token)
+    sock = listen_socket(host, port)
+    port = sock.getsockname()[1]  # port 0 resolved: Host checks need the real one
+    app = build_app(server, host, port, token, allow_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
-
-    sock = listen_socket(host, port)
 
     async def main() -> None:
         if ready is not None:

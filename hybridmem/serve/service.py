@@ -8,7 +8,8 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   ``sync.sync_on_search`` off (a search would otherwise take the facade's sync lock when the index is dirty). The
   store's write transactions are short (embedding happens outside them) and readers never see one half done.
 * ``hybridmem.toml`` is checked (mtime and size) before every call; a change takes effect on that call. Settings that
-  change what the index holds open a new index with them and sync it in the background.
+  change what the index holds open a new index with them, sync it and load its model in the background, and swap it
+  in when it is ready: until then searches answer from the old index, with its model (both legs, no wait).
 * The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
   (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
   torch.
@@ -57,8 +58,8 @@ class MemoryService:
         self._config_stamp = self._stamp()
         self._lock = threading.Lock()
         self._retired: list[MemoryIndex] = []
-        self._model_ready = threading.Event()
-        self.index = self._open(self._load())
+        # The served index and whether its model is ready, swapped together (a search reads both at once).
+        self._serving: tuple[MemoryIndex, threading.Event] = (self._open(self._load()), threading.Event())
         self.index.sync()
         self.log = self._make_log(self.index.settings)
         self.watcher = self._start_watcher(self.index)
@@ -67,6 +68,15 @@ class MemoryService:
             threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model", daemon=True).start()
         else:
             self._model_ready.set()
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The index being served."""
+        return self._serving[0]
+
+    @property
+    def _model_ready(self) -> threading.Event:
+        return self._serving[1]
 
     # -- settings ------------------------------------------------------------------------------------------------
     def _stamp(self) -> tuple[int, int] | None:
@@ -98,10 +108,11 @@ class MemoryService:
         return Watcher(index, debounce_s=self.debounce_s).start()
 
     def _load_model(self, index: MemoryIndex) -> None:
+        ready = self._model_ready  # this generation's, taken before a rebuild could swap another in
         try:
             _ = index.embedder
         finally:
-            self._model_ready.set()
+            ready.set()
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
@@ -120,32 +131,51 @@ class MemoryService:
                 return
             self.settings_error = None
             self.log = self._make_log(settings)
+            old_sources = self.index.settings.sources
             if self.index.reload_settings(settings):
+                if settings.sources != old_sources:
+                    self._resync()
                 return
             old, old_watcher = self.index, self.watcher
             new = self._open(settings)
-            self._model_ready.clear()
             threading.Thread(target=self._replace, args=(old, old_watcher, new), daemon=True).start()
 
+    def _resync(self) -> None:
+        """Sources changed in place (extra or session paths, ignores): watch what they name now and sync."""
+        if self.watcher is not None:
+            self.watcher.rearm()
+        else:
+            self.index.dirty = True
+            threading.Thread(target=self._sync_quietly, args=(self.index,), name="hybridmem-resync",
+                             daemon=True).start()
+
+    def _sync_quietly(self, index: MemoryIndex) -> None:
+        try:
+            index.sync()
+        except Exception as exc:  # noqa: BLE001 - keep serving; memory_status says why
+            self.settings_error = f"{self.config_path.name}: the sync after it changed failed: {exc}"
+
     def _replace(self, old: MemoryIndex, old_watcher: Any, new: MemoryIndex) -> None:
-        """Sync an index opened with new content settings, then serve it (searches use the old one meanwhile)."""
+        """Sync an index opened with new content settings and load its model, then serve it: searches use the old
+        index and its model meanwhile, at full quality."""
         try:
             new.sync()
+            _ = new.embedder  # usually loaded by the sync already; never loaded after the swap
         except Exception as exc:  # noqa: BLE001 - keep serving the old index and say why
             self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
             new.close()
-            self._model_ready.set()
             return
         if old_watcher is not None:
             old_watcher.stop()
-        self.index = new
+        ready = threading.Event()
+        ready.set()
+        self._serving = (new, ready)
         self.watcher = self._start_watcher(new)
         self._retired.append(old)  # closed at shutdown: a search may still be running on it
         try:  # what changed since new.sync() looked (a note a memory_write synced into the old index meanwhile)
             new.sync()
         except Exception as exc:  # noqa: BLE001 - the watcher or the next write syncs again; say why meanwhile
             self.settings_error = f"{self.config_path.name}: the sync after the re-index failed: {exc}"
-        self._load_model(new)
 
     # -- calls ---------------------------------------------------------------------------------------------------
     @property
@@ -213,10 +243,9 @@ class _Backend:
         return self._service.index.settings
 
     def search(self, query: str, **kwargs: Any) -> Any:
-        svc = self._service
-        index = svc.index
+        index, model_ready = self._service._serving
         uses_model = index.settings.ranking.vector_weight > 0
-        if uses_model and not svc._model_ready.wait(index.settings.serve.model_wait_s):
+        if uses_model and not model_ready.wait(index.settings.serve.model_wait_s):
             resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
             return _Loading(resp)
         return index.search(query, **kwargs)

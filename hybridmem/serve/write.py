@@ -11,8 +11,8 @@ then indexed before the call returns. What the reply says is true when it is giv
   ``\\r\\n`` becomes ``\\n``, lone surrogates become U+FFFD; the reply counts what was removed. Secrets the redaction
   rules find (:mod:`hybridmem.redaction`, plus ``sources.redact_patterns``) are replaced by ``[REDACTED]`` before the
   note reaches the file, unless ``serve.redact_writes = false``; the reply names the rules, never the secret.
-* **Where**: nothing is written outside ``memory/``: absolute paths, ``..``, symlinks, non-``.md`` names, hidden or
-  empty names, names longer than 240 bytes, folders, and folders the index ignores (``sources.ignore_dirs``:
+* **Where**: nothing is written outside ``memory/``: absolute paths, ``..``, symlinks below ``memory/`` (the folder
+  itself may be a link, as the indexer allows), non-``.md`` names, hidden or empty names, names longer than 240 bytes, folders, and folders the index ignores (``sources.ignore_dirs``:
   ``node_modules``, ``.git``, ``.hybridmem``...) are refused with the reason.
 * **Size**: an append that would take the file past ``sources.max_file_bytes`` (beyond which nothing is indexed) is
   refused, saying to write to another file.
@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import errno
+import os
 import re
 import time
 from pathlib import Path
@@ -34,10 +35,10 @@ from typing import Any
 
 from hybridmem.config import Settings
 from hybridmem.errors import ArgumentError, HybridMemError, PathError
-from hybridmem.reader import refuse_symlinks, validate_relative
+from hybridmem.reader import refuse_escapes, validate_relative
 from hybridmem.serve import notefile
 from hybridmem.sessions import compile_redactions, replace_surrogates
-from hybridmem.sources import unindexed_reason
+from hybridmem.sources import unindexed_reason, within
 from hybridmem.tools import Arg
 
 MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"
@@ -102,15 +103,20 @@ def target(workspace: Path, file: str | None, now: float | None = None,
                             "memory/projects/api.md)")
         if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             raise PathError(f"a file or folder name longer than {MAX_NAME_BYTES} bytes is refused: {part[:40]!r}…")
-    reason = unindexed_reason(rel, (settings or Settings()).sources)
+    sources = (settings or Settings()).sources
+    reason = unindexed_reason(rel, sources)
     if reason:
         raise PathError(f"{rel} would never be found by memory_search: {reason}; write under memory/ elsewhere")
     ws = workspace.absolute()
     path = ws / rel
-    refuse_symlinks(path, ws)
-    for p in reversed(path.relative_to(ws).parents[:-1]):
-        if (ws / p).exists() and not (ws / p).is_dir():
+    refuse_escapes(path, ws, sources)  # the indexer's rule: memory/ itself may be a link the user made
+    for p in [*reversed(path.relative_to(ws).parents[:-2]), path.relative_to(ws)]:  # below memory/
+        if (ws / p).is_symlink():
+            raise PathError(f"a note is never written through a symlink: {p.as_posix()} is one")
+        if p != path.relative_to(ws) and (ws / p).exists() and not (ws / p).is_dir():
             raise PathError(f"{p.as_posix()} is a file, so {rel} cannot be created")
+    if not within(os.path.realpath(path), (os.path.realpath(ws / "memory"),)):
+        raise PathError(f"path escapes memory/: {file!r}")
     if path.is_dir():
         raise PathError(f"{rel} is a folder, not a note file")
     return path, rel

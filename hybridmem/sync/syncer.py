@@ -161,7 +161,7 @@ class Syncer:
             self.store.set_meta("settings_hash", "forced")
         report.full_reindex = self.prepare_full_reindex() or force
         known = self.store.files()
-        found = src.discover(self.workspace, self.settings.sources)
+        found = src.discover(self.workspace, self.settings.sources, report.warnings)
         seen: set[str] = set()
         changed: list[tuple[Document, dict]] = []
         for sf in found:
