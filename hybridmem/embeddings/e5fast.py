@@ -27,6 +27,7 @@ own graph.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,7 @@ from hybridmem.errors import ProviderError
 
 CACHE_ENV = "HYBRIDMEM_CACHE_DIR"
 INSTALL = "pip install onnxruntime"
-TOKEN_BUDGET = 1024  # padded tokens per ONNX Runtime call: 2048 peaked 200 MB higher (arenas of 2 sessions), no faster
+TOKEN_BUDGET = 512  # padded tokens a call: 1024 peaked ~100 MB higher (2 sessions' arenas), 2048 ~200; none was faster
 MAX_BATCH = 32
 _SPACES = re.compile(" {2,}")
 _META = "\u2581"
@@ -200,8 +201,9 @@ class FastE5:
         self._word = self.weights.q4("emb.word")
         self._pos = self.weights.f32("emb.pos").reshape(-1, self.dims)
         self._type = self.weights.f32("emb.type")[: self.dims]
-        self._free = list(self._sessions)
-        self._lock = threading.Lock()
+        self._free: queue.Queue = queue.Queue()  # idle sessions: concurrent embed() calls share them
+        for session in self._sessions:
+            self._free.put(session)
         self.tokens_embedded = 0  # tokens run through the model so far (<s> and </s> included)
 
     def _inputs(self, windows: list[list[int]]) -> dict[str, np.ndarray]:
@@ -217,13 +219,11 @@ class FastE5:
 
     def _run(self, windows: list[list[int]]) -> np.ndarray:
         feeds = self._inputs(windows)
-        with self._lock:
-            session = self._free.pop()
+        session = self._free.get()
         try:
             return session.run(None, feeds)[0]
         finally:
-            with self._lock:
-                self._free.append(session)
+            self._free.put(session)
 
     def embed(self, texts: Sequence[str], is_query: bool = False,
               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
