@@ -47,6 +47,11 @@ def _progress_bar(enabled: bool):  # noqa: ANN202
     bars: dict[str, Any] = {}
 
     def cb(stage: str, done: int, total: int) -> None:
+        if stage == "embed-tokens":  # the embedder's token count: a tokens/s rate beside the chunks/s
+            embed = bars.get("embed")
+            if embed is not None and (elapsed := embed.format_dict.get("elapsed") or 0) > 0:
+                embed.set_postfix_str(f"{done / elapsed:,.0f} tokens/s", refresh=False)
+            return
         bar = bars.get(stage)
         if bar is None:
             bar = bars[stage] = tqdm(total=total, desc=stage, unit="chunk" if stage == "embed" else "file",

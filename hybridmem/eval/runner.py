@@ -161,6 +161,11 @@ class Evaluator:
             bars: dict[str, Any] = {}
 
             def progress(stage: str, done: int, total: int) -> None:
+                if stage == "embed-tokens":  # tokens embedded so far: a rate beside the chunks'
+                    embed = bars.get("embed")
+                    if embed is not None and (elapsed := embed.format_dict.get("elapsed") or 0) > 0:
+                        embed.set_postfix_str(f"{done / elapsed:,.0f} tokens/s", refresh=False)
+                    return
                 bar = bars.get(stage) or bars.setdefault(stage, _tqdm(total, f"{ds.name}: {stage}", self.progress))
                 if bar is not None:
                     bar.n = done

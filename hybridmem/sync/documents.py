@@ -72,7 +72,8 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> P
     return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
 
 
-EMBED_COMMIT_CHUNKS = 512  # texts embedded between two commits of the embedding cache
+EMBED_COMMIT_CHUNKS = 512
+TOKENS_STAGE = "embed-tokens"  # progress(TOKENS_STAGE, tokens, 0): tokens embedded so far in this sync  # texts embedded between two commits of the embedding cache
 
 
 def embed_with_cache(
@@ -87,15 +88,23 @@ def embed_with_cache(
     dims = embedder.dims
     cached = {h: v for h, v in cached.items() if v.shape[0] == dims}  # a same-named model with other dims: re-embed
     missing = [h for h in texts_by_hash if h not in cached]
+    tokens0 = getattr(embedder, "tokens_embedded", None)  # providers that count tokens (e5's fast path)
+
+    def report(done: int) -> None:
+        assert progress is not None
+        progress("embed", done, len(missing))
+        if tokens0 is not None:  # tokens run so far, for a rate beside the chunks' (total 0: not a bar of its own)
+            progress(TOKENS_STAGE, embedder.tokens_embedded - tokens0, 0)  # type: ignore[attr-defined]
+
     for start in range(0, len(missing), commit_every):
         part = missing[start : start + commit_every]
-        cb = (lambda done, _total, s=start: progress("embed", s + done, len(missing))) if progress else None
+        cb = (lambda done, _total, s=start: report(s + done)) if progress else None
         mat = embedder.embed_documents([texts_by_hash[h] for h in part], progress=cb)
         fresh = {h: mat[i] for i, h in enumerate(part)}
         store.cache_put(*key, fresh)
         cached.update(fresh)
         if progress:
-            progress("embed", start + len(part), len(missing))
+            report(start + len(part))
     return cached, len(missing), len(texts_by_hash) - len(missing)
 
 
