@@ -182,6 +182,7 @@ def explain_table(hits: Sequence[Any]) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     """Hybrid search over a workspace."""
     from hybridmem.sources import SOURCES
+    from hybridmem.tools import nothing_found
 
     if args.source is not None and args.source not in SOURCES:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
@@ -200,7 +201,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     if not resp.results:
-        print(f"nothing relevant found (no candidate scored {resp.config.min_score:g} or more)")
+        print(nothing_found(resp))
     for h in resp.results:
         print(f"{h.position}. {h.citation}  score {h.final_score:.3f}  (vector {_fmt(h.vector_score)}, "
               f"text {_fmt(h.text_score)})")
@@ -215,6 +216,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
               f"pool={resp.config.pool} min_score={resp.config.min_score} mmr={resp.config.mmr} "
               f"decay={resp.config.decay}; provider {resp.provider} {resp.model}")
+        r = resp.ranking
+        if r.answer_probability is not None:  # the second decision: answer or not
+            verdict = "nothing returned" if r.abstained else "answer"
+            print(f"answer gate: P(memory holds an answer) = {r.answer_probability:.3f}, threshold "
+                  f"{resp.config.answer_threshold:g}: {verdict}; final = fused x that probability")
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
         for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),

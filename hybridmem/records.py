@@ -145,7 +145,10 @@ class Hit:
     """A candidate after ranking, with every stage's score.
 
     Scores of a leg that did not find the chunk are ``None`` (and count as 0 in fusion). ``kept`` is False for
-    candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``).
+    candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``, or
+    ``no_answer``: the answer gate judged that the query has no answer in memory, so nothing was returned).
+    ``final_score`` is the score after decay, times the gate's answer probability when the config has a gate (under
+    the default, the probability that the hit is relevant).
     ``vector_part`` and ``text_part`` are each leg's term of ``fused_score`` for fusions that add one term per leg
     (weighted sum, RRF; 0.0 from a leg that did not find the chunk, and the two add up to ``fused_score``); ``None``
     under other fusions.
@@ -186,6 +189,10 @@ class Ranking:
     hits: tuple[Hit, ...]
     candidates: tuple[Hit, ...]
     rescued: bool = False
+    # The answer gate (ranking/gate.py): the probability that the query has an answer in memory (None: no gate), and
+    # whether it was below RankConfig.answer_threshold, so nothing was returned.
+    answer_probability: float | None = None
+    abstained: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,9 @@ class SearchResponse:
         out = {
             "query": self.query, "results": results, "provider": self.provider, "model": self.model,
             "fallback": self.fallback, "fallback_reason": self.fallback_reason, "rescued": self.ranking.rescued,
+            "answer_probability": (None if self.ranking.answer_probability is None
+                                   else round(self.ranking.answer_probability, 6)),
+            "abstained": self.ranking.abstained,
             "timings_ms": {k: round(v, 3) for k, v in self.timings.items()},
         }
         if self.notice:

@@ -34,6 +34,25 @@ SEARCH_DESCRIPTION = (
 # What memory_search says beside an empty result list: nothing scored above the min score (calibrated scores are
 # probabilities of relevance, so an empty list means "not in memory", not "search failed").
 NOTHING_FOUND = "Nothing relevant was found in memory for this query."
+
+
+def nothing_found(resp: Any) -> str:
+    """:data:`NOTHING_FOUND` and, for a :class:`~hybridmem.records.SearchResponse`, one sentence saying why: the answer
+    gate, no candidate at all, or the min score.
+
+    Example:
+        >>> nothing_found({})
+        'Nothing relevant was found in memory for this query.'
+    """
+    ranking, config = getattr(resp, "ranking", None), getattr(resp, "config", None)
+    if ranking is None or config is None:
+        return NOTHING_FOUND
+    if ranking.abstained:
+        return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
+                f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g}.")
+    if not ranking.candidates:
+        return f"{NOTHING_FOUND} Neither the keyword nor the vector search found a candidate."
+    return f"{NOTHING_FOUND} No candidate scored {config.min_score:g} or more."
 GET_DESCRIPTION = (
     "Read specific lines of a memory file (MEMORY.md, memory/**/*.md or a session transcript), usually after "
     "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root."
@@ -239,7 +258,7 @@ class MemoryTools:
         out = resp.to_dict(citations=self.include_citations) if hasattr(resp, "to_dict") else dict(resp)
         out["citations"] = self.include_citations
         if not out.get("results"):
-            out["message"] = NOTHING_FOUND
+            out["message"] = nothing_found(resp)
         return out
 
     def memory_get(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -137,7 +137,7 @@ def test_the_default_is_adaptive_and_the_named_static_presets_are_not() -> None:
 def test_calibrated_scores_keep_their_min_score() -> None:
     """With both legs calibrated the fused score is a probability whatever the weights, so the adaptive step does not
     lower min_score: a blind-vector query is cut at the same probability as any other (min-max scales it instead)."""
-    cfg = preset("default")
+    cfg = preset("calibrated")  # the calibrated weighted sum (the default of #16)
     assert cfg.adaptive and cfg.vector_norm == cfg.bm25_norm == "calibrated"
     thai = _cands("ไทย", LATIN)
     best = max(h.final_score for h in rank(thai, cfg.replace(min_score=0.0), now=0.0).hits)

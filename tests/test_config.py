@@ -12,8 +12,12 @@ def test_defaults_match_design():
     r = s.ranking
     assert (r.vector_weight, r.text_weight, r.rrf_k, r.max_results, r.candidate_multiplier) == (0.5, 0.5, 60, 6, 4)
     assert (preset("reference").vector_weight, preset("reference").text_weight) == (0.7, 0.3)
-    assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.04, 700, 4000, 30.0, 0.7)
+    assert (r.min_score, r.snippet_chars, r.max_injected_chars, r.half_life_days, r.mmr_lambda) == (0.0, 700, 4000, 30.0, 0.7)
     assert (r.bm25_norm, r.vector_norm, r.rescue_keyword) == ("calibrated", "calibrated", False)  # #16
+    # #22: the order is the joint model, whether to answer is the gate's; the #16 default stays by name
+    assert r.fusion == "joint" and 0.0 < r.answer_threshold < 1.0
+    c = preset("calibrated")
+    assert (c.fusion, c.min_score, c.answer_threshold) == ("weighted", 0.04, 0.0)
     m = preset("minmax")  # the default before #16
     assert (m.bm25_norm, m.vector_norm, m.min_score, m.rescue_keyword) == ("minmax", "minmax", 0.35, True)
     assert r.pool == 24

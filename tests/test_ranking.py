@@ -58,7 +58,8 @@ def cfg(**changes) -> RankConfig:
     # weights pinned to 0.7/0.3 (the reference's) and min-max normalization (the default before calibration, #16) so
     # the hand-computed values below never follow the default
     base = {"min_score": 0.0, "max_results": 10, "candidate_multiplier": 20, "vector_weight": 0.7, "text_weight": 0.3,
-            "bm25_norm": "minmax", "vector_norm": "minmax", "rescue_keyword": True}
+            "bm25_norm": "minmax", "vector_norm": "minmax", "rescue_keyword": True, "fusion": "weighted",
+            "answer_threshold": 0.0}
     base.update(changes)
     return RankConfig(**base)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from hybridmem.errors import ConfigError
 
-FUSION_METHODS = ("weighted", "rrf")
+FUSION_METHODS = ("joint", "weighted", "rrf")
 BM25_NORMALIZATIONS = ("reference", "minmax", "zscore", "rank", "calibrated")
 VECTOR_NORMALIZATIONS = ("raw", "minmax", "zscore", "rank", "calibrated")
 MMR_SIMILARITIES = ("jaccard", "cosine")

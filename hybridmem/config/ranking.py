@@ -9,6 +9,7 @@ from typing import Any
 from hybridmem.config.base import (
     BM25_NORMALIZATIONS, MMR_SIMILARITIES, VECTOR_NORMALIZATIONS, _check, _check_choice, _is_int,
 )
+from hybridmem.config.calibration import ANSWER_THRESHOLD
 from hybridmem.errors import ConfigError
 
 # The default min score on calibrated fused scores (see RankConfig.min_score).
@@ -22,7 +23,10 @@ class RankConfig:
     The pool per leg is ``min(max_candidates, max_results * candidate_multiplier)``.
     """
 
-    fusion: str = "weighted"  # "weighted", "rrf", or any ranx fusion method name (e.g. "combmnz")
+    # "joint" (one fitted logistic model over both legs' features, ranking/joint.py), "weighted", "rrf", or any ranx
+    # fusion method name (e.g. "combmnz"). "joint" was chosen on train splits against min-max, RRF and the calibrated
+    # sum (docs/ranking.md); the others stay available by name.
+    fusion: str = "joint"
     # 0.5/0.5, not the reference's 0.7/0.3: measured on TRAIN splits (nDCG@10, min-max weighted sum), 0.5/0.5 beats
     # 0.7/0.3 on SciFact (0.7300 vs 0.7033), LoCoMo (0.7651 vs 0.7157) and the demo set (0.7971 vs 0.7733);
     # see eval/reports/README.md. The reference preset keeps 0.7/0.3.
@@ -37,9 +41,12 @@ class RankConfig:
     max_results: int = 6
     candidate_multiplier: int = 4
     max_candidates: int = 200
-    # On calibrated scores: chosen on train splits (eval/reports/abstention.md) as the point of the abstention curve
-    # that keeps false abstention under 5% and nDCG@10 within 0.01 while abstaining on most no-answer queries.
-    min_score: float = CALIBRATED_MIN_SCORE
+    # A per-hit cut on the final score. 0 under the default: whether to answer at all is the gate's decision
+    # (answer_threshold), and a per-hit cut only dropped relevant hits below the first (docs/ranking.md).
+    min_score: float = 0.0
+    # The answer gate (ranking/gate.py): below this probability that the query has an answer in memory, return
+    # nothing. 0 switches the gate off. Chosen on train splits (hybridmem/config/calibration.py).
+    answer_threshold: float = ANSWER_THRESHOLD
     # When nothing passes min_score, return the keyword leg's hits anyway (the reference's behaviour). Off: an agent
     # told "nothing relevant" does better than one handed the least bad keyword matches as if they were recalled.
     rescue_keyword: bool = False
@@ -73,6 +80,8 @@ class RankConfig:
         _check(_is_int(self.max_candidates) and self.max_candidates >= 1, "ranking.max_candidates",
                self.max_candidates, "an integer >= 1")
         _check(math.isfinite(self.min_score), "ranking.min_score", self.min_score, "a finite number")
+        _check(isinstance(self.answer_threshold, (int, float)) and 0.0 <= self.answer_threshold < 1.0,
+               "ranking.answer_threshold", self.answer_threshold, "a number from 0 (no gate) up to 1")
         _check(self.half_life_days > 0, "ranking.half_life_days", self.half_life_days, "a number > 0")
         _check(0.0 <= self.mmr_lambda <= 1.0, "ranking.mmr_lambda", self.mmr_lambda, "a number from 0 to 1")
         _check_choice("ranking.mmr_similarity", self.mmr_similarity, MMR_SIMILARITIES)
@@ -109,25 +118,33 @@ class RankConfig:
 # The reference system, reproduced exactly.
 REFERENCE_RANKING = RankConfig(
     fusion="weighted", vector_weight=0.7, text_weight=0.3, bm25_norm="reference", vector_norm="raw",
-    min_score=0.35, rescue_keyword=True, decay=False, mmr=False, adaptive=False,
+    min_score=0.35, rescue_keyword=True, decay=False, mmr=False, adaptive=False, answer_threshold=0.0,
 )
 
-# The engine's default: calibrated legs (probabilities of relevance), equal weights, a min score that abstains and no
-# keyword rescue (eval/reports/abstention.md). Other values are the reference's.
+# The engine's default: two decisions (docs/ranking.md). The order is the joint model over both legs' features; the
+# answer gate decides from the query's top candidates whether to answer at all, and the ranked hits come back whole.
+# Each hit's score is the probability that it is relevant. Other values are the reference's.
 DEFAULT_RANKING = RankConfig()
+
+# The default of #16: one calibrated 0.5/0.5 average of the legs' probabilities both ordered and cut the hits (min
+# score 0.04). It halved every hit one leg alone found and cut relevant hits below the first (docs/ranking.md).
+CALIBRATED_RANKING = RankConfig(fusion="weighted", min_score=CALIBRATED_MIN_SCORE, answer_threshold=0.0)
 
 # The default before calibration (#16): min-max normalization of both legs (the reference's raw cosine + rank
 # transform scored 0.683 nDCG@10 on SciFact test, min-max weighted sum 0.730, DESIGN.md), min score 0.35 relative to
 # each query's own pool, keyword rescue on.
-MINMAX_RANKING = RankConfig(bm25_norm="minmax", vector_norm="minmax", min_score=0.35, rescue_keyword=True,
-                            adaptive=False)
+MINMAX_RANKING = RankConfig(fusion="weighted", bm25_norm="minmax", vector_norm="minmax", min_score=0.35,
+                            rescue_keyword=True, adaptive=False, answer_threshold=0.0)
 
 
 PRESETS: dict[str, RankConfig] = {
     "default": DEFAULT_RANKING,
     "reference": REFERENCE_RANKING,
+    # The default's order alone: no answer gate.
+    "joint": replace(DEFAULT_RANKING, answer_threshold=0.0),
+    "calibrated": CALIBRATED_RANKING,
     # The static fusions (fixed weights whatever the query), and the default before calibration (#16): min-max.
-    "weighted": replace(DEFAULT_RANKING, adaptive=False),
+    "weighted": replace(CALIBRATED_RANKING, adaptive=False),
     "minmax": MINMAX_RANKING,
     "rrf": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
     "keyword": replace(MINMAX_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
@@ -140,7 +157,7 @@ PRESETS: dict[str, RankConfig] = {
 
 
 # The configs an evaluation compares when none are named (CLI, evaluation runner, workbench).
-DEFAULT_EVAL_CONFIGS = ("keyword", "vector", "weighted", "rrf")
+DEFAULT_EVAL_CONFIGS = ("default", "keyword", "vector", "minmax", "rrf")
 
 
 def fusion_min_score(method: str, current: float) -> float:

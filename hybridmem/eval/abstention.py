@@ -10,6 +10,9 @@ are built from the data at hand, without new labels (:func:`no_answer_sets`):
   ``eval/reports/abstention.md``).
 - ``demo-none``: the demo set's hand-written ``no_answer`` queries (en, vi, zh, ja, th), with their split.
 - ``scifact-on-demo``: SciFact's claims (their split) against the demo workspace (a software engineer's notes).
+- ``xquad-<lang>-cross``: each XQuAD-R question asked of the sentences of the other half of the articles (the first
+  half of the articles in file order against the second, and back; :func:`xquad_cross`), in each of the 11
+  languages, with the question's own split. Articles are separate Wikipedia pages on unrelated subjects.
 
 Metrics (:func:`abstention_rate`): the share of no-answer queries that return nothing; for answerable queries
 nDCG@10 and recall@5 (ranx) and false abstention (the share that return nothing, the same function).
@@ -22,7 +25,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from hybridmem.config import RankConfig
@@ -33,11 +36,12 @@ from hybridmem.records import Candidates
 from hybridmem.retrieve import Scope
 
 __all__ = ["ANSWER_METRICS", "NoAnswerSet", "abstention_curve", "abstention_rate", "abstention_table",
-           "curve_markdown", "locomo_cross", "no_answer_candidates", "no_answer_counts", "no_answer_sets",
-           "table_markdown"]
+           "confine", "curve_knob", "curve_markdown", "locomo_cross", "no_answer_candidates", "no_answer_counts", "no_answer_sets",
+           "table_markdown", "xquad_cross"]
 
 ANSWER_METRICS = ("ndcg@10", "recall@5", "budget_recall@4000")
 CURVE_THRESHOLDS = tuple(round(0.025 * i, 3) for i in range(0, 21))  # calibrated fused scores sit low
+GATE_THRESHOLDS = (0.0, *(round(0.05 * i, 2) for i in range(1, 20)))  # the answer gate's probability
 
 
 @dataclass(frozen=True)
@@ -49,18 +53,21 @@ class NoAnswerSet:
         index: the dataset whose index answers them (``locomo``, ``demo``).
         queries: the queries; ``scope`` restricts both legs as for labelled queries.
         rule: how they were built.
+        within: ``{query id: document paths}``: a query listed here is asked of those documents only (both legs
+            confined exactly, :func:`confine`); others of the whole index (or their ``scope``).
     """
 
     name: str
     index: str
     queries: tuple[Query, ...]
     rule: str
+    within: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def select(self, split: str | None) -> "NoAnswerSet":
         """Only the queries of ``split`` (None or ``all``: every one)."""
         if split in (None, "all"):
             return self
-        return NoAnswerSet(self.name, self.index, tuple(q for q in self.queries if q.split == split), self.rule)
+        return replace(self, queries=tuple(q for q in self.queries if q.split == split))
 
 
 def abstention_rate(returned: Sequence[int]) -> float:
@@ -88,12 +95,48 @@ def locomo_cross(locomo: Dataset) -> NoAnswerSet:
                        "each question asked in the next conversation's scope of the same split (last -> first)")
 
 
+def xquad_cross(dataset: Dataset) -> NoAnswerSet:
+    """XQuAD-R questions asked of the other half of the articles (see module doc and
+    :func:`hybridmem.eval.datasets.xquad.article_halves`)."""
+    from hybridmem.eval.datasets.xquad import article_halves
+
+    lang = dataset.name.split("-", 1)[1]
+    docs, questions = article_halves(lang)
+    halves = [frozenset(d for d, side in docs.items() if side == s) for s in (0, 1)]
+    out = [Query(f"{q.id}@other-half", q.text, q.category, q.split) for q in dataset.queries]
+    within = {f"{q.id}@other-half": halves[1 - questions[q.id]] for q in dataset.queries}
+    return NoAnswerSet(f"{dataset.name}-cross", dataset.name, tuple(out),
+                       "each question asked of the other half of the articles' sentences (first half <-> second)",
+                       within)
+
+
+def confine(cand: Candidates, paths: frozenset[str], pool: int) -> Candidates:
+    """``cand`` with each leg keeping only chunks of ``paths``, re-ranked 1, 2, ... and cut to ``pool``.
+
+    Exact (the same lists a retrieval over only those documents returns: vector cosines and FTS5 BM25 do not depend
+    on the other documents' presence, BM25's IDF aside, which stays the index's own as with ``Scope``) when ``cand``
+    was retrieved with a pool covering every document.
+    """
+    chunks = cand.chunks
+
+    def keep(hits):  # noqa: ANN001, ANN202
+        inside = [h for h in hits if chunks[h.chunk_id].path in paths][:pool]
+        return tuple(replace(h, rank=i) for i, h in enumerate(inside, 1))
+
+    kw, vec = keep(cand.keyword), keep(cand.vector)
+    ids = {h.chunk_id for h in kw} | {h.chunk_id for h in vec}
+    return replace(cand, keyword=kw, vector=vec, chunks={c: chunks[c] for c in ids}, pool=pool)
+
+
 def no_answer_sets(dataset: Dataset) -> list[NoAnswerSet]:
     """The no-answer sets asked of ``dataset``'s index: LoCoMo cross-conversation for ``locomo``; the demo's own
-    no-answer queries and SciFact's claims for the demo set; none for others."""
+    no-answer queries and SciFact's claims for the demo set; the other half of the articles for ``xquad-<lang>``;
+    none for others."""
     from hybridmem.eval.datasets import load_dataset
 
     sets: list[NoAnswerSet] = []
+    if dataset.name.startswith("xquad-"):
+        sets.append(xquad_cross(dataset))
     if dataset.name.startswith("locomo"):
         sets.append(locomo_cross(dataset))
     if dataset.no_answer:
@@ -107,12 +150,21 @@ def no_answer_sets(dataset: Dataset) -> list[NoAnswerSet]:
     return sets
 
 
-def no_answer_candidates(ev: Evaluator, queries: Sequence[Query], pool: int) -> list[Candidates]:
-    """Both legs for each no-answer query over ``ev``'s index (query vectors cached like labelled queries')."""
+def no_answer_candidates(ev: Evaluator, queries: Sequence[Query], pool: int,
+                         within: Mapping[str, frozenset[str]] | None = None) -> list[Candidates]:
+    """Both legs for each no-answer query over ``ev``'s index (query vectors cached like labelled queries'); a query
+    named in ``within`` is confined to those documents (retrieved over the whole index, then :func:`confine`)."""
     vector = ev.embedder is not None
     vecs = ev.query_vectors([q.text for q in queries]) if vector else {}
-    return [ev.index.retrieve(q.text, pool, vector=vector, query_vector=vecs.get(q.text),
-                              scope=Scope(path_prefix=q.scope) if q.scope else None) for q in queries]
+    within = within or {}
+    everything = max(pool, ev.index.status().get("chunks", 0)) if within else pool
+    out: list[Candidates] = []
+    for q in queries:
+        paths = within.get(q.id)
+        c = ev.index.retrieve(q.text, everything if paths is not None else pool, vector=vector,
+                              query_vector=vecs.get(q.text), scope=Scope(path_prefix=q.scope) if q.scope else None)
+        out.append(c if paths is None else confine(c, paths, pool))
+    return out
 
 
 def no_answer_counts(cands: Sequence[Candidates], config: RankConfig, now: float) -> list[int]:
@@ -145,19 +197,28 @@ def abstention_table(ev: Evaluator, configs: Mapping[str, RankConfig], split: st
     cfgs = {n: eval_config(c, depth) for n, c in configs.items()}
     pool = max(c.pool for c in cfgs.values())
     for s in sets:
-        cands = no_answer_candidates(ev, s.select(split).queries, pool)
+        cands = no_answer_candidates(ev, s.select(split).queries, pool, s.within)
         for name, c in cfgs.items():
             table[name][f"abstain:{s.name}"] = abstention_rate(no_answer_counts(cands, c, ev.dataset.reference_time))
     return table
 
 
-def abstention_curve(ev: Evaluator, config: RankConfig, thresholds: Sequence[float] = CURVE_THRESHOLDS,
+def curve_knob(config: RankConfig) -> str:
+    """What a config's abstention curve varies: its answer gate's threshold when it has a gate, else its min score."""
+    return "answer_threshold" if config.answer_threshold > 0.0 else "min_score"
+
+
+def abstention_curve(ev: Evaluator, config: RankConfig, thresholds: Sequence[float] | None = None,
                      split: str | None = "test", sets: Sequence[NoAnswerSet] | None = None) -> list[dict[str, float]]:
-    """One row per ``min_score`` in ``thresholds``: the answerable metrics, ``false_abstention`` and
-    ``abstain:<set>`` for ``config`` with that min score."""
-    configs = {f"{t:g}": config.replace(min_score=float(t)) for t in thresholds}
+    """One row per threshold: the answerable metrics, ``false_abstention`` and ``abstain:<set>`` for ``config`` with
+    that value of its :func:`curve_knob` (the first key of each row): the answer gate's threshold (default grid
+    :data:`GATE_THRESHOLDS`) or the min score (:data:`CURVE_THRESHOLDS`)."""
+    knob = curve_knob(config)
+    if thresholds is None:
+        thresholds = GATE_THRESHOLDS if knob == "answer_threshold" else CURVE_THRESHOLDS
+    configs = {f"{t:g}": config.replace(**{knob: float(t)}) for t in thresholds}
     table = abstention_table(ev, configs, split, sets)
-    return [{"min_score": float(t), **table[f"{t:g}"]} for t in thresholds]
+    return [{knob: float(t), **table[f"{t:g}"]} for t in thresholds]
 
 
 def curve_markdown(rows: Sequence[Mapping[str, float]]) -> str:
@@ -167,7 +228,7 @@ def curve_markdown(rows: Sequence[Mapping[str, float]]) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---:|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(f"{r[c]:.3f}" if c == "min_score" else f"{r[c]:.4f}" for c in cols) + " |")
+        lines.append("| " + " | ".join(f"{r[c]:.3f}" if c == cols[0] else f"{r[c]:.4f}" for c in cols) + " |")
     return "\n".join(lines) + "\n"
 
 

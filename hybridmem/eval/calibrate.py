@@ -96,7 +96,7 @@ def collect(ev: Evaluator, vec: Rows, kw: Rows, pool: int = DEFAULT_RANKING.pool
                 relevant.add(cid)
         _add(c, relevant, source or ds.name, vec, kw, pool)
     for s in no_answer_sets(ds):
-        for c in no_answer_candidates(ev, s.select("train").queries, pool):
+        for c in no_answer_candidates(ev, s.select("train").queries, pool, s.within):
             _add(c, set(), s.name, vec, kw, pool)
 
 
@@ -135,15 +135,34 @@ def calibrate(settings_by_model: dict[str, Settings], datasets: Sequence[str] = 
     return vector, keyword
 
 
-def render(vector: dict[str, Calibration], keyword: Calibration) -> str:
-    """The constants block of :mod:`hybridmem.config.calibration`."""
+def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibration | None = None,
+           gates: dict[str, Calibration] | None = None, threshold: float | None = None) -> str:
+    """The constants block of :mod:`hybridmem.config.calibration`; the order, the gates and the threshold not given
+    keep their current values."""
+    from hybridmem.config import calibration as current
+
+    joint = current.JOINT_MODEL if joint is None else joint
+    gates = {**current.GATE_MODELS, **(gates or {})}
+    threshold = current.ANSWER_THRESHOLD if threshold is None else threshold
+
+    def cal(c: Calibration, indent: str) -> list[str]:
+        return [f"Calibration({c.features!r}, {c.coef!r}, {c.intercept!r},", f"{indent}{c.fitted_on!r})"]
+
     lines = ["VECTOR_CALIBRATIONS: dict[str, Calibration] = {"]
     for model, c in vector.items():
-        lines.append(f"    {model!r}: Calibration({c.features!r}, {c.coef!r}, {c.intercept!r},")
-        lines.append(f"        {c.fitted_on!r}),")
+        head, tail = cal(c, "        ")
+        lines += [f"    {model!r}: {head}", tail + ","]
     lines.append("}")
-    lines.append(f"KEYWORD_CALIBRATION = Calibration({keyword.features!r}, {keyword.coef!r}, {keyword.intercept!r},")
-    lines.append(f"    {keyword.fitted_on!r})")
+    head, tail = cal(keyword, "    ")
+    lines += [f"KEYWORD_CALIBRATION = {head}", tail]
+    head, tail = cal(joint, "    ")
+    lines += [f"JOINT_MODEL = {head}", tail]
+    lines.append("GATE_MODELS: dict[str, Calibration] = {")
+    for model, c in gates.items():
+        head, tail = cal(c, "        ")
+        lines += [f"    {model!r}: {head}", tail + ","]
+    lines.append("}")
+    lines.append(f"ANSWER_THRESHOLD = {threshold!r}")
     return "\n".join(lines).replace("'", '"') + "\n"
 
 

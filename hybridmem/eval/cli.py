@@ -106,10 +106,12 @@ def _run_gate(args: argparse.Namespace) -> int:
 
 
 def _run_abstention(args: argparse.Namespace) -> int:
-    from hybridmem.eval.abstention import abstention_curve, abstention_table, curve_markdown, table_markdown
+    from hybridmem.eval.abstention import (
+        abstention_curve, abstention_table, curve_knob, curve_markdown, table_markdown,
+    )
 
     ev = _evaluator(args)
-    configs = args.config or ["default", "minmax", "reference", "rrf"]
+    configs = args.config or ["default", "minmax", "rrf", "keyword", "vector"]
     named = {n: preset(n) for n in configs}
     if args.min_score is not None:
         named = {n: c.replace(min_score=args.min_score) for n, c in named.items()}
@@ -123,7 +125,7 @@ def _run_abstention(args: argparse.Namespace) -> int:
         return 0
     print(f"{ev.dataset.name}, split {split or 'all'}: answerable and no-answer queries\n")
     print(table_markdown(table))
-    print(f"\ncurve over min_score ({configs[0]}):\n")
+    print(f"\ncurve over {curve_knob(named[configs[0]])} ({configs[0]}):\n")
     print(curve_markdown(curve), end="")
     return 0
 
@@ -137,9 +139,16 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     for provider in args.models:
         s = _settings(args).override(embedding={"provider": provider})
         models[provider_model(provider, s.embedding.model)] = s
-    vector, keyword = calibrate(models, progress=not args.json)
-    # models not refitted this run keep their fits (refit one model without re-embedding the others' datasets)
-    block = render({**VECTOR_CALIBRATIONS, **vector}, keyword)
+    if args.decisions:  # the order and the answer gate over today's leg calibrations (hybridmem/eval/decisions.py)
+        from hybridmem.config.calibration import KEYWORD_CALIBRATION
+        from hybridmem.eval.decisions import DECISION_DATASETS, fit_decisions
+
+        joint, gates, threshold = fit_decisions(models, DECISION_DATASETS, progress=not args.json)
+        block = render(dict(VECTOR_CALIBRATIONS), KEYWORD_CALIBRATION, joint, gates, threshold)
+    else:
+        vector, keyword = calibrate(models, progress=not args.json)
+        # models not refitted this run keep their fits (refit one model without re-embedding the others' datasets)
+        block = render({**VECTOR_CALIBRATIONS, **vector}, keyword)
     if args.write:
         write_constants(block)
         print("wrote hybridmem/config/calibration.py", file=sys.stderr)
@@ -288,6 +297,8 @@ def add_parsers(sub: Any) -> None:
                     help="gate: rewrite the baseline with today's values")
     sp.add_argument("--models", nargs="+", default=["local", "e5"], help="calibrate: embedding providers to fit")
     sp.add_argument("--write", action="store_true", help="calibrate: write the fitted numbers into the config")
+    sp.add_argument("--decisions", action="store_true",
+                    help="calibrate: fit the order (joint model), the answer gates and the threshold instead")
 
     sp = sub.add_parser("sweep", help="grid-sweep ranking parameters on labeled data")
     _common(sp)

@@ -213,8 +213,9 @@ FUSIONS: dict[str, FusionFn] = {
 
 
 def fusion_names() -> list[str]:
-    """Every accepted fusion name: the built-ins, then the ranx methods."""
-    return list(FUSIONS) + [n for n in RANX_FUSIONS if n not in FUSIONS]
+    """Every accepted fusion name: ``joint`` (:mod:`hybridmem.ranking.joint`, which ``rank()`` runs itself), the
+    built-ins, then the ranx methods."""
+    return ["joint", *FUSIONS] + [n for n in RANX_FUSIONS if n not in FUSIONS]
 
 
 def get_fusion(name: str) -> Callable[[Sequence[ScoredLeg], int], dict[int, float]]:

@@ -41,131 +41,28 @@ Example:
 from __future__ import annotations
 
 import time
-from itertools import chain, zip_longest
 from typing import Callable, Mapping, NamedTuple, Sequence
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.records import Candidates, ChunkInfo, Hit, LegHit, Ranking
+from hybridmem.records import Candidates, ChunkInfo, Hit, Ranking
 
-from hybridmem.config.calibration import KEYWORD_CALIBRATION, vector_calibration
-from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.adaptive import adapt
+from hybridmem.ranking.joint import JOINT
 from hybridmem.ranking.decay import decay_factor
 from hybridmem.ranking.fusion import LEG_TERMS, ScoredLeg, get_fusion
+from hybridmem.ranking.memo import Leg, RankMemo
 from hybridmem.ranking.mmr import TokenBits, chunk_similarity, mmr_select
 from hybridmem.ranking.normalize import Normalizer, get_normalizer, minmax
-from hybridmem.ranking.snippet import citation, lead_snippet, make_snippet, truncate_snippet
+from hybridmem.ranking.snippet import citation, truncate_snippet
 
-__all__ = ["MIN_TRUNCATED_SNIPPET", "RankMemo", "rank"]
+__all__ = ["MIN_TRUNCATED_SNIPPET", "RankMemo", "decision_features", "rank"]
 
 CALIBRATED = "calibrated"  # the normalization name that reads raw scores through the fitted calibrations
 
 # A snippet that would overrun max_injected_chars is shortened to the budget left when at least this many chars
 # remain; below that, it and every later hit are cut ("char_budget").
 MIN_TRUNCATED_SNIPPET = 50
-
-
-class Leg(NamedTuple):
-    """One leg cut to the pool and normalized: what fusion reads (``scored``) and what each hit shows."""
-
-    scored: ScoredLeg
-    raws: list[float]
-    index: dict[int, int]  # chunk id -> position in the leg
-
-
-class RankMemo:
-    """What :func:`rank` derives from one :class:`Candidates` whatever the config says, shared by the calls given it.
-
-    An evaluation sweep ranks one query's candidates under many configs in turn, and most of each call would redo the
-    same work: each leg's columns and normalized scores for a pool, the earlier order, every chunk's tokens for
-    MMR's Jaccard, the kept hits' snippets. Candidates are immutable (frozen, never changed in place once built), so
-    these are functions of the candidates and a few config values, and a memo changes no result. Create one per
-    query's candidates and drop it with them:
-
-        memo = RankMemo(cands)
-        rankings = [rank(cands, config, now=t, memo=memo) for config in configs]
-    """
-
-    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated")
-
-    def __init__(self, candidates: Candidates) -> None:
-        self.candidates = candidates
-        self._legs: dict[tuple[str, int, Normalizer], tuple[tuple[int, ...], list[float], tuple[float, ...],
-                                                                 tuple[int, ...], dict[int, int]]] = {}
-        self._orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
-        self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
-        self.token_bits = TokenBits()
-        self._calibrated: dict[str, Normalizer] = {}
-
-    def calibrated(self, leg: str) -> Normalizer:
-        """The ``calibrated`` normalizer of leg ``leg`` (``vector`` or ``keyword``) for these candidates: each entry's
-        probability of relevance, computed once for the whole leg and looked up by rank."""
-        got = self._calibrated.get(leg)
-        if got is None:
-            c = self.candidates
-            if leg == "vector":
-                probs = vector_probabilities([h.raw for h in c.vector], vector_calibration(c.vector_model))
-            else:
-                chunks = c.chunks
-                probs = keyword_probabilities([h.raw for h in c.keyword],
-                                              [chunks[h.chunk_id].tokens if h.chunk_id in chunks else frozenset()
-                                               for h in c.keyword], c.query_tokens, KEYWORD_CALIBRATION)
-
-            def got(raws: Sequence[float], ranks: Sequence[int], probs: list[float] = probs) -> list[float]:
-                return [probs[r - 1] for r in ranks]
-
-            self._calibrated[leg] = got
-        return got
-
-    def leg(self, name: str, weight: float, hits: tuple[LegHit, ...], pool: int, normalizer: Normalizer) -> Leg:
-        """Leg ``name`` (whose entries are ``hits``) cut to ``pool`` and normalized; a chunk listed twice keeps its
-        first entry."""
-        key = (name, pool, normalizer)
-        got = self._legs.get(key)
-        if got is None:
-            cut = hits[:pool]
-            ids = [h.chunk_id for h in cut]
-            if len(set(ids)) != len(ids):
-                first: dict[int, LegHit] = {}
-                for h in cut:
-                    first.setdefault(h.chunk_id, h)
-                cut = tuple(first.values())
-                ids = [h.chunk_id for h in cut]
-            raws, ranks = [h.raw for h in cut], [h.rank for h in cut]
-            got = self._legs[key] = (tuple(ids), raws, tuple(normalizer(raws, ranks)), tuple(ranks),
-                                     dict(zip(ids, range(len(ids)))))
-        ids, raws, scores, ranks, index = got
-        return Leg(ScoredLeg(name, weight, ids, scores, ranks), raws, index)
-
-    def earlier_order(self, legs: Sequence[Leg], pool: int) -> tuple[list[int], dict[int, float]]:
-        """The legs' chunk ids interleaved rank by rank (first leg first), and a decay factor of 1.0 for each.
-
-        Raises:
-            HybridMemError: a leg names a chunk id missing from the candidates' chunks.
-        """
-        key = (*(leg.scored.name for leg in legs), pool)
-        got = self._orders.get(key)
-        if got is None:
-            interleaved = dict.fromkeys(chain.from_iterable(zip_longest(*(leg.scored.ids for leg in legs))))
-            interleaved.pop(None, None)  # zip_longest's filler
-            chunks = self.candidates.chunks
-            if not interleaved.keys() <= chunks.keys():
-                missing = [cid for cid in interleaved if cid not in chunks]
-                raise HybridMemError(f"candidates name chunk ids with no ChunkInfo: {missing[:10]}; "
-                                     "rebuild the Candidates")
-            got = self._orders[key] = (list(interleaved), dict.fromkeys(interleaved, 1.0))
-        return got
-
-    def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:
-        """``chunk``'s snippet: centred on the query's matches, or the lead of its text."""
-        key = (chunk.id, snippet_chars, centred)
-        got = self._snippets.get(key)
-        if got is None:
-            got = self._snippets[key] = (
-                make_snippet(chunk.text, self.candidates.query_tokens, snippet_chars, chunk.tokens) if centred
-                else lead_snippet(chunk.text, snippet_chars))
-        return got
 
 
 def rank(
@@ -210,7 +107,7 @@ def rank(
     Weights: a leg that was not searched (``vector_searched=False``, e.g. no embedding provider) counts as weight 0,
     so the weighted sum renormalizes onto the other leg instead of capping every score at its weight.
     """
-    fusion = get_fusion(config.fusion)
+    fusion = None if config.fusion == JOINT else get_fusion(config.fusion)
     if memo is None:
         memo = RankMemo(candidates)
     elif memo.candidates is not candidates:
@@ -227,18 +124,22 @@ def rank(
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
     order, no_decay = memo.earlier_order(legs, config.pool)
-    fused = fuse(fusion, legs, order, config.rrf_k)
+    fused = memo.joint(legs, config) if fusion is None else fuse(fusion, legs, order, config.rrf_k)
     factor, decayed = decay(fused, order, chunks, config, time.time() if now is None else now, no_decay)
-    ordered = sorted(order, key=decayed.__getitem__, reverse=True)  # stable: ties keep the earlier order
-    mmr = diversify(ordered, decayed, chunks, config, memo.token_bits, full_mmr)
-    kept, rescued = cut(mmr.walk, ordered, decayed, legs, config)
+    answer = memo.answer(legs, config.pool) if config.answer_threshold > 0.0 else None
+    # The gate's probability scales every hit alike (the order stays): final = P(relevant | an answer) * P(answer).
+    final = decayed if answer is None else {cid: s * answer for cid, s in decayed.items()}
+    ordered = sorted(order, key=final.__getitem__, reverse=True)  # stable: ties keep the earlier order
+    abstained = answer is not None and answer < config.answer_threshold
+    mmr = diversify(ordered, final, chunks, config, memo.token_bits, full_mmr)
+    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config)
     kept, made, over_budget = snippets(kept, chunks, config, memo, centred_snippets)
     rescued = rescued and bool(kept)
 
     n_kept = len(kept)
     kept_set = set(kept)
     display = kept + [cid for cid in ordered if cid not in kept_set] if explain else kept
-    make = _HitMaker(legs, config, fused, factor, decayed, mmr, over_budget)
+    make = _HitMaker(legs, config, fused, factor, decayed, final, mmr, over_budget, abstained)
     out: list[Hit] = []
     for pos, cid in enumerate(display, 1):
         if pos <= n_kept:
@@ -246,7 +147,25 @@ def rank(
         else:  # cut: nothing of it is injected
             out.append(make(chunks[cid], None, "", False))
     hits = tuple(out[:n_kept])
-    return Ranking(hits=hits, candidates=tuple(out) if explain else hits, rescued=rescued)
+    return Ranking(hits=hits, candidates=tuple(out) if explain else hits, rescued=rescued,
+                   answer_probability=answer, abstained=abstained)
+
+
+def decision_features(candidates: Candidates, config: RankConfig) -> tuple[dict[int, list[float]], dict[str, float]]:
+    """The two decisions' inputs exactly as :func:`rank` reads them under ``config``: each candidate's features for
+    the joint model (:func:`~hybridmem.ranking.joint.joint_features`, scaled by nothing) and the query's features for
+    the answer gate (:func:`~hybridmem.ranking.gate.query_features`). Empty when no leg takes part. What
+    :mod:`hybridmem.eval.decisions` fits the two models on.
+    """
+    from hybridmem.ranking.joint import joint_features
+
+    memo = RankMemo(candidates)
+    legs = normalize(candidates, config, memo, get_normalizer("vector", "minmax"), get_normalizer("keyword", "minmax"))
+    if config.adaptive:
+        legs, config = adapt(legs, candidates, config)
+    if not legs:
+        return {}, {}
+    return joint_features(memo.joint_legs(legs, config)), memo.query_features(legs)
 
 
 # -- stages ---------------------------------------------------------------------------------------------------------
@@ -377,15 +296,17 @@ class _HitMaker:
     """Builds each candidate's :class:`Hit` from the stages' outputs."""
 
     def __init__(self, legs: Sequence[Leg], config: RankConfig, fused: dict[int, float], factor: dict[int, float],
-                 decayed: dict[int, float], mmr: Diversified, over_budget: set[int]) -> None:
+                 decayed: dict[int, float], final: dict[int, float], mmr: Diversified, over_budget: set[int],
+                 abstained: bool = False) -> None:
         self.legs = {leg.scored.name: leg for leg in legs}
         terms = LEG_TERMS.get(config.fusion)
         self.terms = None if terms is None else dict(zip(self.legs, terms([leg.scored for leg in legs],
                                                                          config.rrf_k)))
-        self.fused, self.factor, self.decayed = fused, factor, decayed
+        self.fused, self.factor, self.decayed, self.final = fused, factor, decayed, final
         self.mmr = mmr if config.mmr else None
         self.min_score = config.min_score
         self.over_budget = over_budget
+        self.abstained = abstained
 
     def _leg(self, name: str, cid: int) -> tuple[float | None, float | None, int | None, float | None]:
         """raw score, normalized score, rank and fused term of ``cid`` in leg ``name``."""
@@ -401,12 +322,15 @@ class _HitMaker:
     def __call__(self, ch: ChunkInfo, position: int | None, snippet: str, rescued: bool) -> Hit:
         cid = ch.id
         score = self.decayed[cid]
+        final = self.final[cid]
         if position is not None:
             cut_reason = None
+        elif self.abstained:
+            cut_reason = "no_answer"
         elif cid in self.over_budget:
             cut_reason = "char_budget"
         else:
-            cut_reason = "min_score" if score < self.min_score else "max_results"
+            cut_reason = "min_score" if final < self.min_score else "max_results"
         v_raw, v_score, v_rank, v_part = self._leg("vector", cid)
         t_raw, t_score, t_rank, t_part = self._leg("keyword", cid)
         mmr = self.mmr
@@ -419,6 +343,6 @@ class _HitMaker:
             t_raw, t_score, t_rank,
             self.fused[cid], self.factor[cid], score,
             None if mmr is None else mmr.scores.get(cid), None if mmr is None else mmr.positions.get(cid),
-            score, position, position is not None, cut_reason, rescued,
+            final, position, position is not None, cut_reason, rescued,
             v_part, t_part,
         )

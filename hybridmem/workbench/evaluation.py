@@ -148,17 +148,20 @@ def _curve(name: str, key: str, split: str, _config: RankConfig) -> list[dict[st
 
 
 def _abstention(name: str, chosen: list[str], available: dict[str, RankConfig], split: str) -> None:
-    """The curve over min_score of one config: abstention on the no-answer sets beside the answerable queries'
-    nDCG@10, recall@5 and false abstention (computed by hybridmem.eval.abstention)."""
+    """The curve over the answer gate's threshold (or the min score, for a config without a gate) of one config:
+    abstention on the no-answer sets beside the answerable queries' nDCG@10, recall@5 and false abstention
+    (computed by hybridmem.eval.abstention)."""
     import pandas as pd
 
     cfg_name = st.selectbox("Config", chosen, key="eval_abstain_config")
     config = available[cfg_name]
-    with st.spinner("Ranking every query at each min score…"):
+    knob = "answer_threshold" if config.answer_threshold > 0 else "min_score"
+    with st.spinner(f"Ranking every query at each {knob}…"):
         rows = _curve(name, labeled.configs_key({cfg_name: config}), split, config)
-    frame = pd.DataFrame(rows).melt(id_vars="min_score", var_name="metric", value_name="value")
-    fig = px.line(frame, x="min_score", y="value", color="metric", markers=True, height=420)
-    fig.add_vline(x=config.min_score, line_dash="dot", annotation_text=f"{cfg_name}: {config.min_score:g}")
+    frame = pd.DataFrame(rows).melt(id_vars=knob, var_name="metric", value_name="value")
+    fig = px.line(frame, x=knob, y="value", color="metric", markers=True, height=420)
+    now = getattr(config, knob)
+    fig.add_vline(x=now, line_dash="dot", annotation_text=f"{cfg_name}: {now:g}")
     fig.update_layout(margin=dict(l=10, r=10, t=30, b=10), yaxis_range=[0, 1])
     st.plotly_chart(fig, key="eval_abstain_chart")
     st.caption("abstain:<set> is the share of no-answer queries that return nothing (higher is better); "

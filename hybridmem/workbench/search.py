@@ -1,4 +1,4 @@
-"""Search inspector: one query, every candidate's scores, and weighted sum against RRF side by side; on a memory
+"""Search inspector: one query, every candidate's scores, and the config beside another fusion; on a memory
 workspace, labeling (each result and each pooled candidate marked relevant or not, see :mod:`.labeling`).
 
 Retrieval runs once per query (cached); every ranking shown is a :meth:`hybridmem.MemoryIndex.rank` call on those
@@ -12,7 +12,7 @@ import streamlit as st
 from hybridmem.errors import HybridMemError
 from hybridmem.workbench import labeling, state, views
 
-FUSION_NAMES = {"weighted": "Weighted sum", "rrf": "RRF"}
+FUSION_NAMES = {"joint": "Joint model", "weighted": "Weighted sum", "rrf": "RRF"}
 
 
 def _query_picker(dataset) -> tuple[str, str | None]:  # noqa: ANN001
@@ -49,13 +49,12 @@ def render() -> None:
         return
 
     other = views.other_fusion(cfg)
-    weighted, rrf = (cfg, other) if cfg.fusion == "weighted" else (other, cfg)
     try:
         with st.spinner("Loading the embedding model and retrieving…"):
             cands = state.retrieve(idx, query, state.pool_for(cfg, other), cfg.needs_vectors)
         now = dataset.reference_time if dataset is not None and dataset.reference_time else None
         main = idx.rank(cands, cfg, now=now, full_mmr=True)
-        left, right = idx.rank(cands, weighted, now=now), idx.rank(cands, rrf, now=now)
+        left, right = main, idx.rank(cands, other, now=now)
     except HybridMemError as exc:
         views.fail(state.error_text(exc))
     relevant = state.relevant_units(dataset, qid, main.candidates) if qid else None
@@ -67,18 +66,25 @@ def render() -> None:
         caption += " · keyword only (no embedding provider)"
     if main.rescued:
         caption += " · nothing passed the min score: keyword hits returned (rescue)"
+    if main.answer_probability is not None:
+        caption += (f" · answer gate: P(memory holds an answer) {main.answer_probability:.2f} "
+                    f"{'<' if main.abstained else '≥'} {cfg.answer_threshold:g}")
     if relevant is not None:
         caption += f" · {len(dataset.qrels.get(qid, {}))} judged units, {len(relevant)} candidate chunks hold one"
     st.caption(caption)
 
     workspace = str(idx.workspace) if idx.workspace is not None else None
     judged = labeling.judgments_for(workspace, query) if workspace else []
-    names = ["Results", "All candidates", "Weighted sum vs RRF"] + (["Label (pooled)"] if workspace else [])
+    pair = (FUSION_NAMES.get(cfg.fusion, cfg.fusion), FUSION_NAMES.get(other.fusion, other.fusion))
+    names = ["Results", "All candidates", f"{pair[0]} vs {pair[1]}"] + (["Label (pooled)"] if workspace else [])
     tab_results, tab_table, tab_compare, *tab_label = st.tabs(names)
     with tab_results:
         col_hits, col_chart = st.columns([3, 2])
         with col_hits:
-            if not main.hits:
+            if not main.hits and main.abstained:
+                st.warning("No results: the answer gate judged that memory holds no answer to this query (see All "
+                           "candidates). Lower the answer threshold to see them.")
+            elif not main.hits:
                 st.warning("No results: every candidate was cut (see All candidates). Try a lower min score.")
             for h in main.hits:
                 mark = " :green-badge[relevant]" if relevant and h.chunk_id in relevant else ""
@@ -91,27 +97,29 @@ def render() -> None:
         with col_chart:
             parts = views.contributions(main)
             if parts.empty:
-                st.info("Per-leg contributions exist for the weighted sum and RRF only.")
+                st.info("Per-leg contributions exist for the weighted sum and RRF only (the joint model is one "
+                        "logistic over both legs' features: see All candidates).")
             else:
                 st.plotly_chart(views.contribution_chart(parts, "Vector and text contributions"),
                                 key="inspector_chart")
     with tab_table:
         st.dataframe(views.candidates_frame(main, relevant), hide_index=True,
                      key="inspector_candidates")
-        st.caption("Cut candidates say why: min_score (below the threshold after decay), max_results, char_budget "
-                   "(the injected-characters cap).")
+        st.caption("Cut candidates say why: no_answer (the answer gate said memory holds no answer), min_score "
+                   "(below the threshold after decay), max_results, char_budget (the injected-characters cap).")
     with tab_compare:
         c1, c2 = st.columns(2)
-        for col, r, c, name in ((c1, left, weighted, "weighted"), (c2, right, rrf, "rrf")):
+        for col, r, c in ((c1, left, cfg), (c2, right, other)):
+            name = c.fusion
             with col:
-                st.subheader(FUSION_NAMES[name])
+                st.subheader(FUSION_NAMES.get(name, name))
                 st.caption(f"min score {c.min_score:g}" + (f" · k = {c.rrf_k}" if name == "rrf" else
                                                            f" · weights {c.vector_weight:g}/{c.text_weight:g}"))
                 for h in r.hits:
                     mark = " :green-badge[relevant]" if relevant and h.chunk_id in relevant else ""
                     st.markdown(f"{h.position}. `{h.citation}` · {h.final_score:.4f}{mark}")
-        st.markdown("**Rank movements** (weighted sum → RRF)")
-        moves = views.movement_frame(left, right, relevant)
+        st.markdown(f"**Rank movements** ({pair[0]} → {pair[1]})")
+        moves = views.movement_frame(left, right, relevant, names=(cfg.fusion, other.fusion))
         st.dataframe(views.style_moves(moves), hide_index=True, key="inspector_moves")
     if tab_label:
         with tab_label[0]:

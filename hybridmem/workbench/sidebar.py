@@ -31,7 +31,8 @@ _LOADED_FOR_KEY = "cfg_loaded_for"
 # The RankConfig fields the sidebar edits; each widget's session key is "cfg_<field>".
 FIELDS = (
     "fusion", "vector_weight", "text_weight", "rrf_k", "bm25_norm", "vector_norm", "max_results",
-    "candidate_multiplier", "min_score", "decay", "half_life_days", "mmr", "mmr_lambda", "mmr_similarity",
+    "candidate_multiplier", "min_score", "answer_threshold", "decay", "half_life_days", "mmr", "mmr_lambda",
+    "mmr_similarity",
 )
 _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(RankConfig)}
 
@@ -148,7 +149,9 @@ def render_ranking() -> RankConfig:
                  help="Load a preset from hybridmem.config; 'reference' reproduces the reference system; "
                       "'workspace' is the chosen folder's own hybridmem.toml.")
     sb.radio("Fusion", FUSION_METHODS, key=key("fusion"), horizontal=True, on_change=_on_fusion,
-             format_func={"weighted": "Weighted sum", "rrf": "RRF"}.get)
+             format_func={"joint": "Joint model", "weighted": "Weighted sum", "rrf": "RRF"}.get,
+             help="Joint model: one logistic model over both legs' scores, ranks and probabilities, fitted on train "
+                  "splits (the default). Weighted sum: of each leg's normalized score. RRF: of ranks.")
     c1, c2 = sb.columns(2)
     c1.number_input("Vector weight", 0.0, 10.0, step=0.05, key=key("vector_weight"), format="%.2f")
     c2.number_input("Text weight", 0.0, 10.0, step=0.05, key=key("text_weight"), format="%.2f")
@@ -158,7 +161,10 @@ def render_ranking() -> RankConfig:
     sb.slider("Candidate multiplier", 1, 20, key=key("candidate_multiplier"),
               help="Each leg fetches max_results x multiplier candidates.")
     sb.number_input("Min score", 0.0, 1.0, step=0.01, key=key("min_score"), format="%.3f",
-                    help="Fused (after decay) scores below this are cut. RRF scores are small (about 0.01-0.03).")
+                    help="Final scores below this are cut. RRF scores are small (about 0.01-0.03).")
+    sb.number_input("Answer threshold", 0.0, 0.99, step=0.01, key=key("answer_threshold"), format="%.3f",
+                    help="The answer gate: below this probability that memory holds an answer, return nothing. "
+                         "0 switches the gate off.")
     with sb.expander("Normalization, decay, MMR"):
         st.selectbox("BM25 normalization", BM25_NORMALIZATIONS, key=key("bm25_norm"),
                      help="Weighted sum only (RRF uses ranks).")

@@ -80,8 +80,9 @@ def sync(idx: MemoryIndex, label: str = "Syncing") -> None:
 
 
 def other_fusion(cfg: RankConfig) -> RankConfig:
-    """``cfg`` under the other built-in fusion, with that fusion's preset min score (RRF scores are ~0.03)."""
-    return cfg.with_fusion("rrf" if cfg.fusion == "weighted" else "weighted")
+    """``cfg`` under another built-in fusion, with that fusion's preset min score (RRF scores are ~0.03): RRF beside
+    the joint model or a weighted sum, the weighted sum beside RRF."""
+    return cfg.with_fusion("weighted" if cfg.fusion == "rrf" else "rrf")
 
 
 def highlight(text: str, query_tokens: Iterable[str]) -> str:

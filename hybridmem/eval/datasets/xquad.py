@@ -24,8 +24,8 @@ LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh")
 TEST_QUESTIONS = 300
 
 
-def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
-    """Load one language. Falls back to the shared copy for languages not vendored into ``datasets/``."""
+def _file(lang: str, folder: str | Path | None = None) -> Path:
+    """The language's JSON file: ``folder``, else ``datasets/xquad_r``, else the shared copy."""
     if lang not in LANGUAGES:
         raise DatasetError(f"unknown XQuAD-R language {lang!r}: expected one of {', '.join(LANGUAGES)}")
     roots = [Path(folder)] if folder else [data_dir("xquad_r")]
@@ -35,6 +35,36 @@ def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
     path = next((r / "xquad-r" / f"{lang}.json" for r in roots if (r / "xquad-r" / f"{lang}.json").is_file()), None)
     if path is None:
         raise DatasetError(f"XQuAD-R file {lang}.json not found under {', '.join(str(r) for r in roots)}")
+    return path
+
+
+def article_halves(lang: str, folder: str | Path | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """Which half of the articles each sentence (document id) and each question belongs to: 0 for the first
+    ``n // 2`` articles in file order, 1 for the rest. The no-answer set ``xquad-<lang>-cross``
+    (:func:`hybridmem.eval.abstention.xquad_cross`) asks each question of the other half's sentences.
+
+    Example:
+        >>> docs, questions = article_halves("en")  # doctest: +SKIP
+        >>> docs["p0s0"], len(set(questions.values()))  # doctest: +SKIP
+        (0, 2)
+    """
+    data = json.loads(_file(lang, folder).read_text(encoding="utf-8"))
+    half = len(data["data"]) // 2
+    docs: dict[str, int] = {}
+    questions: dict[str, int] = {}
+    p_index = 0
+    for a, article in enumerate(data["data"]):
+        side = int(a >= half)
+        for para in article["paragraphs"]:
+            docs.update((f"p{p_index}s{j}", side) for j in range(len(para["sentences"])))
+            questions.update((qa["id"], side) for qa in para["qas"])
+            p_index += 1
+    return docs, questions
+
+
+def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
+    """Load one language. Falls back to the shared copy for languages not vendored into ``datasets/``."""
+    path = _file(lang, folder)
     data = json.loads(path.read_text(encoding="utf-8"))
     docs: list[Document] = []
     queries: list[Query] = []

@@ -1,0 +1,90 @@
+"""Answer or not: a query-level decision, apart from the order. Pure; no I/O.
+
+Whether anything in memory answers a query is a property of the query's candidates as a whole, not of one hit: a
+per-hit min score on a fused probability cuts relevant hits below the first and, because averaging marginal
+probabilities halves what one leg alone finds, whole answerable queries. :func:`answer_probability` reads the
+query's top candidates of both legs:
+
+- ``keyword_top``: the log-odds of the keyword leg's best calibrated probability (:mod:`hybridmem.ranking.calibrate`);
+- ``vector_top``: the log-odds of the vector leg's best calibrated probability (per embedding model);
+- ``agreement``: the share of the vector leg's top :data:`AGREE_DEPTH` that the keyword leg's top
+  :data:`AGREE_DEPTH` also holds (unrelated questions draw unrelated lists from the two legs);
+- ``vector_gap``: the top cosine minus the mean of the next :data:`GAP_DEPTH` (a question with an answer has a
+  chunk standing out of its pool; one without has a flat pool);
+- ``coverage_top``: the largest share of the query's distinct terms one of the keyword leg's top
+  :data:`AGREE_DEPTH` chunks holds;
+- ``term_share``: the share of the query's distinct terms that some chunk of either leg's pool holds (a question about
+  a person or a thing memory never mentions has terms found nowhere: on LoCoMo, a question asked of another
+  conversation names people who are not in it);
+- ``log_terms``: ``log`` of the number of distinct query terms.
+
+A logistic model over them (:class:`~hybridmem.config.calibration.Calibration`, fitted on the train splits of the
+answerable sets against the no-answer sets; numbers in :mod:`hybridmem.config.calibration`) gives the probability that
+the query has an answer in memory; ``rank()`` returns nothing below ``RankConfig.answer_threshold``. A leg that does
+not take part (weight 0, not searched, or dropped by the adaptive step as blind) reads as having found nothing.
+
+Example:
+    >>> from hybridmem.config.calibration import Calibration
+    >>> gate = Calibration(("keyword_top", "agreement"), (1.0, 2.0), -0.5)
+    >>> round(answer_probability({"keyword_top": 0.0, "agreement": 0.4}, gate), 3)
+    0.574
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from hybridmem.config.calibration import Calibration
+
+__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "query_features"]
+
+AGREE_DEPTH = 5
+GAP_DEPTH = 9
+GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
+                 "log_terms")
+
+
+def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
+                   keyword_ids: Sequence[int], keyword_probs: Sequence[float], coverages: Sequence[float],
+                   n_terms: int, found_terms: int = 0) -> dict[str, float]:
+    """Every feature of :data:`GATE_FEATURES` for one query (see the module doc). Each leg's sequences are in rank
+    order; an empty leg gives its features 0; ``coverages[i]`` is the share of the query's distinct terms that keyword
+    hit ``i``'s chunk holds; ``found_terms`` how many of the query's ``n_terms`` distinct terms some pooled chunk
+    holds.
+
+    Example:
+        >>> f = query_features([1, 2, 3], [0.9, 0.8, 0.7], [0.2, 0.1, 0.05], [2, 9], [0.4, 0.1], [1.0, 0.5], 2, 2)
+        >>> f["agreement"], round(f["vector_gap"], 3), f["coverage_top"], f["term_share"]
+        (0.2, 0.15, 1.0, 1.0)
+    """
+    top_v = set(vector_ids[:AGREE_DEPTH])
+    top_k = set(keyword_ids[:AGREE_DEPTH])
+    rest = vector_raws[1:1 + GAP_DEPTH]
+    return {
+        "keyword_top": _logit(max(keyword_probs, default=0.0)),
+        "vector_top": _logit(max(vector_probs, default=0.0)),
+        "agreement": len(top_v & top_k) / AGREE_DEPTH if top_v and top_k else 0.0,
+        "vector_gap": vector_raws[0] - sum(rest) / len(rest) if rest else 0.0,
+        "coverage_top": max(coverages[:AGREE_DEPTH], default=0.0),
+        "term_share": found_terms / n_terms if n_terms > 0 else 0.0,
+        "log_terms": math.log(n_terms) if n_terms > 0 else 0.0,
+    }
+
+
+def _logit(p: float) -> float:
+    """``log(p / (1 - p))`` with ``p`` clipped to [1e-6, 1 - 1e-6] (a leg that found nothing reads -13.8)."""
+    p = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(p / (1.0 - p))
+
+
+def answer_probability(features: Mapping[str, float], model: Calibration) -> float:
+    """The probability that the query has an answer, from the features ``model`` names.
+
+    Raises:
+        KeyError: ``model`` names a feature ``features`` lacks.
+    """
+    z = model.intercept
+    for name, c in zip(model.features, model.coef):
+        z += c * features[name]
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))

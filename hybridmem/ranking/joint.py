@@ -1,0 +1,130 @@
+"""The default order: one logistic model over both legs' features of a candidate (``fusion = "joint"``). Pure.
+
+A weighted sum of per-leg probabilities halves every chunk only one leg found, and min-max or RRF each read one view
+of a leg (its scores relative to the query's pool, or its ranks). :func:`joint_fusion` reads them all at once, per
+candidate of the union of both legs' pools:
+
+- ``vector_minmax`` / ``keyword_minmax``: the leg's raw score min-max normalized within the query's pool (BM25 as
+  ``-bm25()``), 0 when the leg did not find the chunk;
+- ``vector_p`` / ``keyword_p``: the leg's calibrated probability of relevance
+  (:mod:`hybridmem.ranking.calibrate`), 0 when not found;
+- ``vector_rank`` / ``keyword_rank``: ``RANK_K / (RANK_K + rank)``, 0 when not found;
+- ``both``: 1 when both legs found the chunk.
+
+``p = sigmoid(intercept + sum_f coef_f * x_f)`` with every coefficient >= 0, so a chunk's score never falls as either
+leg's raw score (and so its rank, min-max and probability) rises: the order is monotone in each leg's raw score.
+The model is a :class:`~hybridmem.config.calibration.Calibration` fitted on train splits
+(:mod:`hybridmem.eval.calibrate`; the numbers and how they were chosen live in :mod:`hybridmem.config.calibration`),
+so ``p`` is a probability that the chunk is relevant given that the query has an answer. Leg weights scale each
+leg's terms (``factor = weight / mean weight``: 1 at equal weights, as fitted; the adaptive step's reduced vector
+weight shrinks the vector terms; ``both`` counts only while both legs take part).
+
+Pointwise logistic regression for ranking: Cooper, Gey & Dabney, "Probabilistic retrieval based on staged logistic
+regression", SIGIR 1992; the features are those of score-based fusion studies (Bruch, Gai & Ingber, "An analysis of
+fusion functions for hybrid retrieval", TOIS 2023: min-max normalized scores beat RRF's ranks when the legs' scores
+are informative).
+
+Example:
+    >>> from hybridmem.config.calibration import Calibration
+    >>> model = Calibration(JOINT_FEATURES, (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0), -2.0)
+    >>> legs = [JointLeg("vector", 1.0, (1, 2), (0.9, 0.5), (0.2, 0.01), (1, 2)),
+    ...         JointLeg("keyword", 1.0, (2, 3), (-4.0, -1.0), (0.6, 0.1), (1, 2))]
+    >>> {cid: round(p, 3) for cid, p in joint_fusion(legs, model).items()}
+    {1: 0.269, 2: 0.731, 3: 0.119}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+from hybridmem.config.calibration import JOINT_FEATURES, Calibration
+
+__all__ = ["JOINT", "JOINT_FEATURES", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
+
+JOINT = "joint"  # the fusion name
+RANK_K = 10  # the rank feature's constant: rank 1 -> 0.91, rank 10 -> 0.5, rank 40 -> 0.2
+
+
+class JointLeg(NamedTuple):
+    """One leg as the joint model reads it: parallel tuples in rank order.
+
+    Attributes:
+        name: ``"vector"`` or ``"keyword"``.
+        factor: the leg's weight over the mean weight of the configured legs (1.0 at equal weights).
+        ids: chunk ids in rank order.
+        raws: raw scores (cosine; FTS5 ``bm25()``, negative, lower is better).
+        probs: calibrated probabilities of relevance.
+        ranks: 1-based ranks.
+    """
+
+    name: str
+    factor: float
+    ids: tuple[int, ...]
+    raws: tuple[float, ...] | list[float]
+    probs: tuple[float, ...] | list[float]
+    ranks: tuple[int, ...]
+
+
+def _minmax(values: Sequence[float]) -> list[float]:
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    if hi - lo <= 1e-12:
+        return [1.0] * len(values)
+    span = hi - lo
+    return [(v - lo) / span for v in values]
+
+
+def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:
+    """Each candidate's features in :data:`JOINT_FEATURES` order (unscaled by the legs' factors).
+
+    Example:
+        >>> joint_features([JointLeg("keyword", 1.0, (7,), (-2.0,), (0.3,), (1,))])
+        {7: [0.0, 1.0, 0.0, 0.3, 0.0, 0.9090909090909091, 0.0]}
+    """
+    out: dict[int, list[float]] = {}
+    width = len(JOINT_FEATURES)
+    for leg in legs:
+        vector = leg.name == "vector"
+        mm = _minmax(list(leg.raws) if vector else [-r for r in leg.raws])
+        a = 0 if vector else 1  # column offset: vector features are even, keyword odd
+        seen: set[int] = set()
+        for cid, m, p, r in zip(leg.ids, mm, leg.probs, leg.ranks):
+            if cid in seen:
+                continue  # a chunk listed twice in one leg keeps its first entry
+            seen.add(cid)
+            row = out.get(cid)
+            if row is None:
+                row = out[cid] = [0.0] * width
+            row[a] = m
+            row[2 + a] = p
+            row[4 + a] = RANK_K / (RANK_K + r)
+    for row in out.values():
+        row[6] = 1.0 if row[4] > 0.0 and row[5] > 0.0 else 0.0
+    return out
+
+
+def joint_fusion(legs: Sequence[JointLeg], model: Calibration) -> dict[int, float]:
+    """Each candidate's probability of relevance under ``model`` (see the module doc), in first-seen order.
+
+    Raises:
+        ConfigError (from the model): ``model`` does not name :data:`JOINT_FEATURES`.
+    """
+    if tuple(model.features) != JOINT_FEATURES:
+        from hybridmem.errors import ConfigError
+
+        raise ConfigError(f"the joint model names features {model.features}, expected {JOINT_FEATURES}")
+    feats = joint_features(legs)
+    factors = {leg.name: leg.factor for leg in legs}
+    fv, fk = factors.get("vector", 0.0), factors.get("keyword", 0.0)
+    scale = (fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0)
+    w = [c * s for c, s in zip(model.coef, scale)]
+    b = model.intercept
+    out: dict[int, float] = {}
+    for cid, row in feats.items():
+        z = b
+        for wi, xi in zip(w, row):
+            z += wi * xi
+        out[cid] = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+    return out

@@ -1,0 +1,171 @@
+"""What ``rank()`` derives from one query's candidates whatever the config says: :class:`RankMemo`.
+
+Each leg cut to a pool and normalized, the earlier order, the legs' calibrated probabilities, the joint model's
+scores (:mod:`hybridmem.ranking.joint`) and the answer gate's probability (:mod:`hybridmem.ranking.gate`), MMR's token
+bitsets and snippets. An evaluation sweep ranks one query's candidates under many configs and shares one memo.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, zip_longest
+from typing import NamedTuple, Sequence
+
+from hybridmem.config import RankConfig
+from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_model, vector_calibration
+from hybridmem.errors import HybridMemError
+from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
+from hybridmem.ranking.fusion import ScoredLeg
+from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, query_features
+from hybridmem.ranking.joint import JointLeg, joint_fusion
+from hybridmem.ranking.mmr import TokenBits
+from hybridmem.ranking.normalize import Normalizer
+from hybridmem.ranking.snippet import lead_snippet, make_snippet
+from hybridmem.records import Candidates, ChunkInfo, LegHit
+
+__all__ = ["Leg", "RankMemo"]
+
+
+class Leg(NamedTuple):
+    """One leg cut to the pool and normalized: what fusion reads (``scored``) and what each hit shows."""
+
+    scored: ScoredLeg
+    raws: list[float]
+    index: dict[int, int]  # chunk id -> position in the leg
+
+
+class RankMemo:
+    """What :func:`rank` derives from one :class:`Candidates` whatever the config says, shared by the calls given it.
+
+    An evaluation sweep ranks one query's candidates under many configs in turn, and most of each call would redo the
+    same work: each leg's columns and normalized scores for a pool, the earlier order, every chunk's tokens for
+    MMR's Jaccard, the kept hits' snippets. Candidates are immutable (frozen, never changed in place once built), so
+    these are functions of the candidates and a few config values, and a memo changes no result. Create one per
+    query's candidates and drop it with them:
+
+        memo = RankMemo(cands)
+        rankings = [rank(cands, config, now=t, memo=memo) for config in configs]
+    """
+
+    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer")
+
+    def __init__(self, candidates: Candidates) -> None:
+        self.candidates = candidates
+        self._legs: dict[tuple[str, int, Normalizer], tuple[tuple[int, ...], list[float], tuple[float, ...],
+                                                                 tuple[int, ...], dict[int, int]]] = {}
+        self._orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
+        self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
+        self.token_bits = TokenBits()
+        self._calibrated: dict[str, Normalizer] = {}
+        self._answer: dict[tuple, float] = {}
+
+    def calibrated(self, leg: str) -> Normalizer:
+        """The ``calibrated`` normalizer of leg ``leg`` (``vector`` or ``keyword``) for these candidates: each entry's
+        probability of relevance, computed once for the whole leg and looked up by rank."""
+        got = self._calibrated.get(leg)
+        if got is None:
+            c = self.candidates
+            if leg == "vector":
+                probs = vector_probabilities([h.raw for h in c.vector], vector_calibration(c.vector_model))
+            else:
+                chunks = c.chunks
+                probs = keyword_probabilities([h.raw for h in c.keyword],
+                                              [chunks[h.chunk_id].tokens if h.chunk_id in chunks else frozenset()
+                                               for h in c.keyword], c.query_tokens, KEYWORD_CALIBRATION)
+
+            def got(raws: Sequence[float], ranks: Sequence[int], probs: list[float] = probs) -> list[float]:
+                return [probs[r - 1] for r in ranks]
+
+            self._calibrated[leg] = got
+        return got
+
+    def leg(self, name: str, weight: float, hits: tuple[LegHit, ...], pool: int, normalizer: Normalizer) -> Leg:
+        """Leg ``name`` (whose entries are ``hits``) cut to ``pool`` and normalized; a chunk listed twice keeps its
+        first entry."""
+        key = (name, pool, normalizer)
+        got = self._legs.get(key)
+        if got is None:
+            cut = hits[:pool]
+            ids = [h.chunk_id for h in cut]
+            if len(set(ids)) != len(ids):
+                first: dict[int, LegHit] = {}
+                for h in cut:
+                    first.setdefault(h.chunk_id, h)
+                cut = tuple(first.values())
+                ids = [h.chunk_id for h in cut]
+            raws, ranks = [h.raw for h in cut], [h.rank for h in cut]
+            got = self._legs[key] = (tuple(ids), raws, tuple(normalizer(raws, ranks)), tuple(ranks),
+                                     dict(zip(ids, range(len(ids)))))
+        ids, raws, scores, ranks, index = got
+        return Leg(ScoredLeg(name, weight, ids, scores, ranks), raws, index)
+
+    def earlier_order(self, legs: Sequence[Leg], pool: int) -> tuple[list[int], dict[int, float]]:
+        """The legs' chunk ids interleaved rank by rank (first leg first), and a decay factor of 1.0 for each.
+
+        Raises:
+            HybridMemError: a leg names a chunk id missing from the candidates' chunks.
+        """
+        key = (*(leg.scored.name for leg in legs), pool)
+        got = self._orders.get(key)
+        if got is None:
+            interleaved = dict.fromkeys(chain.from_iterable(zip_longest(*(leg.scored.ids for leg in legs))))
+            interleaved.pop(None, None)  # zip_longest's filler
+            chunks = self.candidates.chunks
+            if not interleaved.keys() <= chunks.keys():
+                missing = [cid for cid in interleaved if cid not in chunks]
+                raise HybridMemError(f"candidates name chunk ids with no ChunkInfo: {missing[:10]}; "
+                                     "rebuild the Candidates")
+            got = self._orders[key] = (list(interleaved), dict.fromkeys(interleaved, 1.0))
+        return got
+
+    def probabilities(self, leg: Leg) -> list[float]:
+        """The calibrated probability of each entry of ``leg`` (whatever normalization the config chose)."""
+        name = leg.scored.name
+        return self.calibrated(name)(leg.raws, leg.scored.ranks)
+
+    def joint_legs(self, legs: Sequence[Leg], config: RankConfig) -> list[JointLeg]:
+        """``legs`` as the joint model reads them, each leg's factor its weight over the mean configured weight."""
+        mean = (float(config.vector_weight) + float(config.text_weight)) / 2.0
+        return [JointLeg(leg.scored.name, leg.scored.weight / mean if mean > 0 else 0.0, leg.scored.ids, leg.raws,
+                         self.probabilities(leg), leg.scored.ranks) for leg in legs]
+
+    def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
+        """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model."""
+        return joint_fusion(self.joint_legs(legs, config), joint_model())
+
+    def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
+        """The answer gate's features of this query (:func:`~hybridmem.ranking.gate.query_features`) from the legs
+        taking part (a leg that does not reads as having found nothing)."""
+        by = {leg.scored.name: leg for leg in legs}
+        v, k = by.get("vector"), by.get("keyword")
+        q = frozenset(self.candidates.query_tokens)
+        chunks = self.candidates.chunks
+        coverages = [] if k is None or not q else [
+            sum(1 for t in q if t in chunks[cid].tokens) / len(q) for cid in k.scored.ids[:AGREE_DEPTH]]
+        left = set(q)
+        for leg in legs:
+            for cid in leg.scored.ids:
+                if not left:
+                    break
+                left.difference_update(chunks[cid].tokens)
+        return query_features(
+            v.scored.ids if v else (), v.raws if v else (), self.probabilities(v) if v else (),
+            k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left))
+
+    def answer(self, legs: Sequence[Leg], pool: int) -> float:
+        """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`)."""
+        key = (tuple(leg.scored.name for leg in legs), pool)
+        got = self._answer.get(key)
+        if got is None:
+            got = self._answer[key] = answer_probability(
+                self.query_features(legs), gate_model(self.candidates.vector_model, {leg.scored.name for leg in legs}))
+        return got
+
+    def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:
+        """``chunk``'s snippet: centred on the query's matches, or the lead of its text."""
+        key = (chunk.id, snippet_chars, centred)
+        got = self._snippets.get(key)
+        if got is None:
+            got = self._snippets[key] = (
+                make_snippet(chunk.text, self.candidates.query_tokens, snippet_chars, chunk.tokens) if centred
+                else lead_snippet(chunk.text, snippet_chars))
+        return got

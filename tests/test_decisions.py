@@ -1,0 +1,168 @@
+"""The two decisions (#22): the joint order (ranking/joint.py), the answer gate (ranking/gate.py), their fitting
+(eval/decisions.py), and the XQuAD-R no-answer sets (eval/abstention.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
+from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, Calibration
+from hybridmem.errors import ConfigError
+from hybridmem.ranking import rank
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, query_features
+from hybridmem.ranking.joint import RANK_K, JointLeg, joint_features, joint_fusion
+from hybridmem.records import Candidates, ChunkInfo, LegHit
+
+
+def _sig(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def test_joint_features_by_hand() -> None:
+    legs = [JointLeg("vector", 1.0, (1, 2, 3), (0.9, 0.7, 0.5), (0.3, 0.1, 0.05), (1, 2, 3)),
+            JointLeg("keyword", 1.0, (3, 4), (-6.0, -2.0), (0.5, 0.2), (1, 2))]
+    f = joint_features(legs)
+    assert f[1] == [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0]
+    assert f[2] == [pytest.approx(0.5), 0.0, 0.1, 0.0, RANK_K / (RANK_K + 2), 0.0, 0.0]
+    # chunk 3: last of the vector pool (min-max 0), first of the keyword pool (min-max 1), found by both
+    assert f[3] == [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 3), RANK_K / (RANK_K + 1), 1.0]
+    assert f[4] == [0.0, 0.0, 0.0, 0.2, 0.0, RANK_K / (RANK_K + 2), 0.0]
+
+
+def test_joint_fusion_is_the_logistic_of_the_weighted_features() -> None:
+    model = Calibration(JOINT_FEATURES, (1.0, 2.0, 3.0, 4.0, 0.5, 0.25, 1.5), -2.0)
+    legs = [JointLeg("vector", 1.0, (1, 3), (0.9, 0.5), (0.3, 0.05), (1, 2)),
+            JointLeg("keyword", 1.0, (3,), (-6.0,), (0.5,), (1,))]
+    got = joint_fusion(legs, model)
+    x3 = [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 2), RANK_K / (RANK_K + 1), 1.0]
+    assert got[3] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x3))))
+    x1 = [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0]
+    assert got[1] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x1))))
+    # a leg's factor scales its terms; "both" counts only while both legs take part
+    half = joint_fusion([legs[0]._replace(factor=0.5), legs[1]], model)
+    assert half[1] == pytest.approx(_sig(-2.0 + 0.5 * sum(c * x for c, x in zip(model.coef, x1))))
+    alone = joint_fusion([legs[1]], model)
+    assert alone[3] == pytest.approx(_sig(-2.0 + 2.0 * 1.0 + 4.0 * 0.5 + 0.25 * RANK_K / (RANK_K + 1)))
+    with pytest.raises(ConfigError, match="expected"):
+        joint_fusion(legs, Calibration(("cosine",), (1.0,), 0.0))
+
+
+def test_fitted_models_keep_the_order_monotone() -> None:
+    assert JOINT_MODEL.features == JOINT_FEATURES and all(c >= 0 for c in JOINT_MODEL.coef)
+    for gate in GATE_MODELS.values():
+        assert set(gate.features) <= set(GATE_FEATURES)
+
+
+def _cands(vec: list[tuple[int, float]], kw: list[tuple[int, float]], query: str = "car repair") -> Candidates:
+    ids = {c for c, _ in vec} | {c for c, _ in kw}
+    chunks = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, f"note {c} car repair", 0.0, True,
+                           frozenset({"car", "repair", "note"})) for c in ids}
+    return Candidates(query, ("car", "repair"), keyword=tuple(LegHit(c, s, i) for i, (c, s) in enumerate(kw, 1)),
+                      vector=tuple(LegHit(c, s, i) for i, (c, s) in enumerate(vec, 1)), chunks=chunks, pool=40,
+                      vector_model="multilingual-e5-small")
+
+
+@settings(max_examples=60, deadline=None)
+@given(cos=st.lists(st.floats(0.5, 0.99), min_size=3, max_size=8, unique=True),
+       bm=st.lists(st.floats(0.5, 20.0), min_size=2, max_size=8, unique=True),
+       bump=st.floats(0.001, 0.2))
+def test_raising_one_legs_raw_score_never_lowers_a_chunk(cos: list[float], bm: list[float], bump: float) -> None:
+    """Monotone in each leg's raw score: a chunk whose cosine rises (others fixed) never falls in fused score."""
+    cos, bm = sorted(cos, reverse=True), sorted(bm, reverse=True)
+    vec = [(i + 1, c) for i, c in enumerate(cos)]
+    kw = [(i + 1, -b) for i, b in enumerate(bm)]
+    cfg = PRESETS["joint"].replace(max_results=10)
+    before = {h.chunk_id: h.fused_score for h in rank(_cands(vec, kw), cfg, now=0.0).candidates}
+    target = len(vec)  # the last vector hit rises
+    raised = sorted([(c, s + bump if c == target else s) for c, s in vec], key=lambda t: -t[1])
+    after = {h.chunk_id: h.fused_score for h in rank(_cands(raised, kw), cfg, now=0.0).candidates}
+    assert after[target] >= before[target] - 1e-12
+
+
+def test_gate_features_and_probability_by_hand() -> None:
+    f = query_features([1, 2, 3, 4], [0.9, 0.8, 0.7, 0.6], [0.5, 0.1, 0.05, 0.01], [3, 9], [0.2, 0.1], [0.5, 1.0],
+                       n_terms=4, found_terms=3)
+    assert f["keyword_top"] == pytest.approx(math.log(0.2 / 0.8))
+    assert f["vector_top"] == pytest.approx(0.0)
+    assert f["agreement"] == pytest.approx(1 / 5)
+    assert f["vector_gap"] == pytest.approx(0.9 - 0.7)
+    assert f["coverage_top"] == 1.0 and f["term_share"] == 0.75 and f["log_terms"] == pytest.approx(math.log(4))
+    empty = query_features([], [], [], [], [], [], 0)
+    assert empty["keyword_top"] < -13 and empty["term_share"] == 0.0 and empty["vector_gap"] == 0.0
+    gate = Calibration(("keyword_top", "term_share"), (1.0, 2.0), 0.5)
+    assert answer_probability(f, gate) == pytest.approx(_sig(0.5 + math.log(0.25) + 1.5))
+
+
+def test_rank_abstains_as_a_whole_and_scales_hits_by_the_gate() -> None:
+    cands = _cands([(1, 0.9), (2, 0.8)], [(1, -5.0), (2, -1.0)])
+    sure = DEFAULT_RANKING.replace(answer_threshold=0.01)
+    r = rank(cands, sure, now=0.0)
+    assert r.hits and not r.abstained and 0.0 < r.answer_probability <= 1.0
+    for h in r.hits:  # the order is the joint model's; each score is P(relevant | answer) * P(answer)
+        assert h.final_score == pytest.approx(h.fused_score * r.answer_probability)
+    assert [h.chunk_id for h in r.hits] == [h.chunk_id for h in rank(cands, PRESETS["joint"], now=0.0).hits]
+    weak = _cands([(1, 0.75), (2, 0.74)], [(2, -0.2)], query="car repair cake")
+    p = rank(weak, sure, now=0.0).answer_probability
+    assert 0.0 < p < 0.99
+    r = rank(weak, DEFAULT_RANKING.replace(answer_threshold=min(0.999, p + 0.005)), now=0.0)
+    assert r.hits == () and r.abstained and {h.cut_reason for h in r.candidates} == {"no_answer"}
+    off = rank(cands, DEFAULT_RANKING.replace(answer_threshold=0.0), now=0.0)
+    assert off.answer_probability is None and not off.abstained and len(off.hits) == 2
+
+
+def test_answer_threshold_validated() -> None:
+    with pytest.raises(ConfigError, match="answer_threshold"):
+        RankConfig(answer_threshold=1.0)
+    with pytest.raises(ConfigError, match="answer_threshold"):
+        RankConfig(answer_threshold=-0.1)
+
+
+def test_choose_threshold_keeps_every_set_within_its_false_abstention() -> None:
+    from hybridmem.eval.decisions import choose_threshold
+
+    probs = {"a": [0.9] * 98 + [0.1, 0.2], "b": list(np.linspace(0.3, 1.0, 100))}
+    t = choose_threshold(probs, max_false=0.02)
+    assert all(np.mean(np.asarray(p) < t) <= 0.02 for p in probs.values())
+    assert not all(np.mean(np.asarray(p) < t + 0.005) <= 0.02 for p in probs.values())
+
+
+def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:
+    from hybridmem.eval.decisions import DecisionRows, fit_order
+
+    rng = np.random.default_rng(1)
+    rows = DecisionRows()
+    for _ in range(60):
+        f = rng.random((20, len(JOINT_FEATURES)))
+        y = (f[:, 1] > 0.8).astype(int)  # only keyword min-max tells
+        if y.any() and not y.all():
+            rows.order.append(("s", f, y))
+    model = fit_order(rows)
+    assert all(c >= 0 for c in model.coef)
+    assert model.coef[1] == max(model.coef) and model.coef[1] > 5 * max(model.coef[:1] + model.coef[2:])
+
+
+def test_xquad_cross_asks_each_question_of_the_other_half(tmp_path) -> None:  # noqa: ANN001
+    from hybridmem.eval.abstention import confine, xquad_cross
+    from hybridmem.eval.datasets import load_dataset
+    from hybridmem.eval.datasets.xquad import article_halves
+
+    ds = load_dataset("xquad-th")
+    s = xquad_cross(ds)
+    docs, questions = article_halves("th")
+    assert s.name == "xquad-th-cross" and len(s.queries) == len(ds.queries)
+    assert {q.split for q in s.queries} == {"train", "test"}
+    for q in s.queries[::97]:
+        qid = q.id.split("@")[0]
+        allowed = s.within[q.id]
+        assert allowed and all(docs[d] != questions[qid] for d in allowed)
+        assert not set(ds.qrels[qid]) & allowed  # the answer sentence is never in scope
+    cands = _cands([(1, 0.9), (2, 0.8), (3, 0.7)], [(3, -5.0), (2, -1.0)])
+    c = confine(cands, frozenset({"memory/n2.md", "memory/n3.md"}), pool=1)
+    assert [(h.chunk_id, h.rank) for h in c.vector] == [(2, 1)]
+    assert [(h.chunk_id, h.rank) for h in c.keyword] == [(3, 1)]
+    assert set(c.chunks) == {2, 3}
