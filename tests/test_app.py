@@ -95,7 +95,7 @@ def test_search_inspector_renders_demo_results_with_relevant_units():
     assert 1 <= len(lines) <= PRESETS["default"].max_results
     assert lines[0].startswith("**1. `")
     caption = " ".join(c.value for c in at.caption)
-    assert "judged units" in caption and "Weighted sum" in caption
+    assert "judged units" in caption and "Joint model" in caption and "answer gate" in caption
     table = frame(at, "inspector_candidates")
     assert {"vector score", "text rank", "fused", "decay", "MMR score", "cut because", "relevant"} <= set(table)
     assert table["kept"].sum() == len(lines)
@@ -118,11 +118,12 @@ def test_switching_fusion_to_rrf_changes_the_results():
 def test_max_results_slider_changes_number_of_results():
     at = page()
     at.number_input(key="cfg_min_score").set_value(0.0).run()
+    at.number_input(key="cfg_answer_threshold").set_value(0.0).run()  # the gate off: every query answers
     assert len(result_lines(at)) == PRESETS["default"].max_results
     at.slider(key="cfg_max_results").set_value(2).run()
     assert len(result_lines(at)) == 2
     moves = frame(at, "inspector_moves")
-    assert len(moves) >= 2 and set(moves.columns) >= {"weighted", "rrf", "move", "citation"}
+    assert len(moves) >= 2 and set(moves.columns) >= {"joint", "rrf", "move", "citation"}
 
 
 def test_typed_query_replaces_the_labeled_one():
@@ -195,10 +196,10 @@ def test_index_page_lists_every_indexed_file_and_syncs():
 def test_fusion_compare_scores_four_methods_and_reacts_to_k_and_rrf_k():
     at = page("fusion")
     means = frame(at, "fusion_means")
-    assert list(means["config"]) == ["weighted", "rrf", "keyword", "vector"]
+    assert list(means["config"]) == ["joint", "weighted", "rrf", "keyword", "vector"]  # the sidebar's fusion first
     assert {"recall@10", "ndcg@10", "mrr@10"} <= set(means.columns)
     sig = frame(at, "fusion_sig")
-    assert set(sig["config"]) == {"rrf", "keyword", "vector"} and sig["p_value"].between(0, 1).all()
+    assert set(sig["config"]) == {"weighted", "rrf", "keyword", "vector"} and sig["p_value"].between(0, 1).all()
     rrf_before = means.set_index("config").loc["rrf", "ndcg@10"]
     at.select_slider(key="fusion_k").set_value(5).run()
     assert "recall@5" in frame(at, "fusion_means").columns
@@ -239,12 +240,12 @@ def test_two_parameter_sweep_draws_a_heatmap():
 def test_evaluation_scores_saved_configs_filters_and_exports():
     at = page("evaluation")
     means = frame(at, "eval_means")
-    assert list(means["config"]) == ["keyword", "vector", "weighted", "rrf", "sidebar"]
-    # the sidebar holds the default preset, which is the weighted preset
+    assert list(means["config"]) == ["default", "keyword", "vector", "minmax", "rrf", "sidebar"]
+    # the sidebar holds the default preset
     row = means.set_index("config")
-    assert row.loc["sidebar", "ndcg@10"] == row.loc["weighted", "ndcg@10"]
+    assert row.loc["sidebar", "ndcg@10"] == row.loc["default", "ndcg@10"]
     per_query = frame(at, "eval_per_query")
-    assert len(per_query) == 5 * 80
+    assert len(per_query) == 6 * 80
     at.slider(key="eval_q_max").set_value(0.0).run()
     assert (frame(at, "eval_per_query")["ndcg@10"] == 0.0).all()
     assert len(at.get("download_button")) == 3
@@ -299,7 +300,7 @@ def test_contributions_scale_with_decay_and_need_an_additive_fusion():
 def test_switching_fusion_takes_that_presets_min_score():
     from hybridmem.workbench import labeled
 
-    cfg = RankConfig(min_score=0.5, mmr=True)
+    cfg = RankConfig(fusion="weighted", min_score=0.5, mmr=True)
     assert cfg.with_fusion("weighted") is cfg  # no switch, nothing changes
     assert cfg.with_fusion("rrf") == cfg.replace(fusion="rrf", min_score=PRESETS["rrf"].min_score)
     assert cfg.with_fusion("combmnz").min_score == 0.5  # no preset of that name: the min score stays
@@ -400,7 +401,7 @@ def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     means = frame(at, "eval_means").set_index("config")
     assert means.loc["keyword", "recall@10"] == 1.0  # every relevant span is found by the keyword leg
     # a sweep's best point goes to the sidebar (after a min score tweak there) ...
-    at.number_input(key="cfg_min_score").set_value(0.0).run()
+    at.number_input(key="cfg_min_score").set_value(0.01).run()
     at.switch_page(PAGE["sweeps"]).run()
     assert not at.exception, [e.value for e in at.exception]
     table = frame(at, "sweep_table")
@@ -408,25 +409,25 @@ def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     at.button(key="sweep_apply").click().run()
     assert at.session_state["cfg_vector_weight"] == pytest.approx(best)
     # ... and from there into hybridmem.toml, diff first, comments kept
-    assert any("+min_score = 0.0" in c.value for c in at.code)
+    assert any("+min_score = 0.01" in c.value for c in at.code)
     at.button(key="cfg_save").click().run()
     assert not at.exception
     text = (ws / "hybridmem.toml").read_text()
     assert text.startswith(TOML) and "# keyword only on this laptop" in text
-    assert "min_score = 0.0" in text and text.count("[ranking]") == 1
+    assert "min_score = 0.01" in text and text.count("[ranking]") == 1
     # the CLI's next search ranks with it
     out = subprocess.run([sys.executable, "-m", "hybridmem.cli", "search", "TLS certificate", str(ws), "--explain"],
                          capture_output=True, text=True, cwd=ROOT, check=True).stdout
     config_line = next(x for x in out.splitlines() if x.startswith("config:"))
     assert f"weights={best}/" in config_line
-    assert "min_score=0.0" in config_line
+    assert "min_score=0.01" in config_line
     # a fresh session that opens the folder starts from what was saved (preset "workspace")
     again = page()
     again.selectbox(key="src_kind").set_value("folder").run()
     again.text_input(key="src_path").input(str(ws)).run()
     assert not again.exception, [e.value for e in again.exception]
     assert again.session_state["cfg_preset"] == "workspace"
-    assert again.session_state["cfg_min_score"] == 0.0
+    assert again.session_state["cfg_min_score"] == 0.01
     assert again.session_state["cfg_vector_weight"] == pytest.approx(best)
 
 

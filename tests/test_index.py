@@ -70,7 +70,7 @@ def test_dims_change_rebuilds_vectors(workspace: Path):
     r = idx.sync()
     assert r.full_reindex and idx.status()["dims"] == 48
     assert idx.store.count_rows("chunks_vec") == r.chunks
-    assert idx.search("timing belt", vector_weight=1.0, text_weight=0.0, min_score=0.0).results
+    assert idx.search("timing belt", vector_weight=1.0, text_weight=0.0, min_score=0.0, answer_threshold=0.0).results
 
 
 def test_keyword_only_without_provider(workspace: Path):

@@ -13,11 +13,13 @@ the default config at the evaluation depth (10; pool 40 per leg).
   0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and no-answer rows
   weigh the same in total, each set within them the same. Features are standardized for the fit.
 - **Threshold**: the largest answer probability, on a grid of 0.005, at which no answerable train set (each dataset,
-  each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries, both models
-  taken together.
+  each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries (or one query,
+  in a set too small for that share to be one) under the default model's gate. Every other gate (another model's,
+  and the one-leg gates: keyword alone, vector alone) gets its intercept moved so that its own such point lies on
+  the same threshold: one ``answer_threshold`` means the same for every model and every combination of legs.
 
 Example:
-    >>> round(choose_threshold({"a": [0.9, 0.8, 0.3]}, max_false=0.34), 3)
+    >>> round(choose_threshold({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25), 3)
     0.8
 """
 
@@ -39,8 +41,8 @@ from hybridmem.ranking.gate import GATE_FEATURES
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
-__all__ = ["DECISION_DATASETS", "DEPTH", "GATE_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "choose_threshold", "collect",
-           "fit_gate", "fit_order"]
+__all__ = ["DECISION_DATASETS", "DEPTH", "GATE_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows",
+           "choose_threshold", "collect", "fit_decisions", "fit_gate", "fit_order", "fit_rows"]
 
 DEPTH = 10
 PAIRS = 100
@@ -166,10 +168,11 @@ def fit_gate(rows: DecisionRows, features: Sequence[str] = GATE_USED, legs: str 
 def choose_threshold(answerable: Mapping[str, Sequence[float]], max_false: float = MAX_FALSE_ABSTENTION,
                      step: float = 0.005) -> float:
     """The largest threshold (a multiple of ``step``) at which every set in ``answerable`` (``{set: answer
-    probabilities of its answerable queries}``) abstains on at most ``max_false`` of its queries."""
+    probabilities of its answerable queries}``) abstains on at most ``max_false`` of its queries, or on one query
+    where that share is less than one (the demo set's 43 train queries)."""
     best = 0.0
     for t in np.arange(0.0, 1.0, step):
-        if all(np.mean(np.asarray(p) < t) <= max_false for p in answerable.values() if len(p)):
+        if all(np.sum(np.asarray(p) < t) <= max(max_false * len(p), 1.0) for p in answerable.values() if len(p)):
             best = float(t)
         else:
             break
@@ -192,15 +195,22 @@ def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[st
             ev = Evaluator(load_dataset(name), settings, progress=progress)  # type: ignore[arg-type]
             collect(ev, rows)
             ev.close()
+    return fit_rows(rows_by_model)
+
+
+def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> tuple[Calibration, dict[str, Calibration], float]:
+    """:func:`fit_decisions` on rows already collected (``{embedding model: rows}``)."""
     pooled = DecisionRows(order=[r for rows in rows_by_model.values() for r in rows.order])
     joint = fit_order(pooled)
     gates = {model: fit_gate(rows) for model, rows in rows_by_model.items()}
-    threshold = choose_threshold(_answerable(rows_by_model, gates, "both"))
-    first = next(iter(rows_by_model.values()))
+    default, first = next(iter(rows_by_model.items()))  # the default model's gate sets the threshold
+    threshold = choose_threshold(_answerable({default: first}, gates, "both"))
     single = {KEYWORD_GATE: (fit_gate(first, KEYWORD_USED, "keyword"), {"": first}, "keyword")}
     for model, rows in rows_by_model.items():
         single[f"{model}|vector"] = (fit_gate(rows, VECTOR_USED, "vector"), {model: rows}, "vector")
-    for name, (gate, rows_of, legs) in single.items():  # each one-leg gate crosses the threshold where its own
+        if model != default:
+            single[model] = (gates[model], {model: rows}, "both")
+    for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = choose_threshold(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
     return joint, gates, threshold

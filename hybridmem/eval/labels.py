@@ -330,11 +330,11 @@ class PoolItem:
 
 def pool_configs(config: RankConfig, depth: int = POOL_DEPTH) -> dict[str, RankConfig]:
     """The runs a query's pool is drawn from: keyword, vector, the current config, and RRF, each cut at ``depth``
-    with no min score (a pool takes each run's top ``depth``, whatever their scores)."""
+    with no min score and no answer gate (a pool takes each run's top ``depth``, whatever their scores)."""
     runs = {"keyword": PRESETS["keyword"], "vector": PRESETS["vector"], "current": config,
             "rrf": config.with_fusion("rrf")}
-    return {n: c.replace(max_results=depth, min_score=0.0, rescue_keyword=False, max_injected_chars=0)
-            for n, c in runs.items()}
+    return {n: c.replace(max_results=depth, min_score=0.0, rescue_keyword=False, max_injected_chars=0,
+                         answer_threshold=0.0) for n, c in runs.items()}
 
 
 def pool(index: "MemoryIndex", candidates: "Candidates", configs: Mapping[str, RankConfig],

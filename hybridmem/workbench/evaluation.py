@@ -37,7 +37,7 @@ def render() -> None:
     name, dataset = labeled.require_dataset()
     from hybridmem.eval import DEFAULT_METRICS, EVIDENCE_METRICS
 
-    available = {**{p: c for p, c in PRESETS.items() if p not in ("default",)}, SIDEBAR: state.rank_config(),
+    available = {**PRESETS, SIDEBAR: state.rank_config(),
                  **_saved()}
     st.session_state.setdefault("eval_configs", [*DEFAULT_EVAL_CONFIGS, SIDEBAR])
     st.session_state["eval_configs"] = [c for c in st.session_state["eval_configs"] if c in available]

@@ -1,4 +1,5 @@
-"""Fusion compare: weighted sum against RRF (and keyword-only, vector-only) on a labeled dataset.
+"""Fusion compare: the sidebar's fusion against the others (joint model, weighted sum, RRF, keyword-only,
+vector-only) on a labeled dataset.
 
 Mean metrics with paired significance, a per-query scatter of one method against another, and one query's two
 rankings with its relevant units marked. All configs rank the same retrieved candidates.
@@ -29,7 +30,7 @@ def render() -> None:
     labeled.evaluator(name)
     with st.spinner("Ranking every query under each method and scoring with ranx…"):
         result, comparison = labeled.evaluate(name, labeled.configs_key(configs), metrics, split, configs,
-                                              baseline="weighted")
+                                              baseline=cfg.fusion)
     means = labeled.means_frame(result)
     per_query = labeled.per_query_frame(result, dataset)
     info = {"depth": result.depth}
@@ -38,7 +39,7 @@ def render() -> None:
     st.dataframe(means.style.format({m: "{:.3f}" for m in metrics}).highlight_max(subset=list(metrics),
                                                                                  color="#d3f0d8"),
                  hide_index=True, key="fusion_means")
-    st.markdown(f"**Against the weighted sum** (paired t-test over {len(result.query_ids)} queries, "
+    st.markdown(f"**Against the sidebar's fusion, {cfg.fusion}** (paired t-test over {len(result.query_ids)} queries, "
                 f"significant at p ≤ {comparison.max_p})")
     sig = labeled.significance_frame(comparison)
     st.dataframe(sig.style.format({"mean": "{:.3f}", "baseline_mean": "{:.3f}", "delta": "{:+.3f}",

@@ -70,15 +70,15 @@ def evaluator(name: str) -> Any:
 
 
 def compare_configs(cfg: RankConfig) -> dict[str, RankConfig]:
-    """The sidebar config as weighted sum and as RRF, plus keyword-only and vector-only (weights and min score from
-    those presets; everything else from the sidebar)."""
+    """The sidebar config under its own fusion (first), as the joint model, weighted sum and RRF, plus keyword-only
+    and vector-only (weights and min score from those presets; everything else from the sidebar)."""
     def leg_only(name: str) -> RankConfig:
         p = PRESETS[name]
         return cfg.replace(fusion=p.fusion, vector_weight=p.vector_weight, text_weight=p.text_weight,
                            min_score=p.min_score)
 
-    return {"weighted": cfg.with_fusion("weighted"), "rrf": cfg.with_fusion("rrf"),
-            "keyword": leg_only("keyword"), "vector": leg_only("vector")}
+    fusions = dict.fromkeys([cfg.fusion, "joint", "weighted", "rrf"])
+    return {**{f: cfg.with_fusion(f) for f in fusions}, "keyword": leg_only("keyword"), "vector": leg_only("vector")}
 
 
 def configs_key(configs: Mapping[str, RankConfig]) -> str:
