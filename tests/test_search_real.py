@@ -85,7 +85,10 @@ def test_stage_scores_are_all_present(demo_index):
     resp = demo_index.search("retry backoff for the payment processor", mmr=True, decay=True)
     h = resp.results[0]
     assert h.vector_score is not None and h.text_score is not None and h.mmr_position == 1
-    assert 0 < h.decay_factor <= 1 and h.final_score == pytest.approx(h.decayed_score)
+    assert 0 < h.decay_factor <= 1
+    # the default's gate: final = (score after decay) x P(memory holds an answer)
+    assert resp.ranking.answer_probability is not None
+    assert h.final_score == pytest.approx(h.decayed_score * resp.ranking.answer_probability)
     assert resp.provider == "local" and resp.model == "all-MiniLM-L6-v2" and not resp.fallback
     assert set(resp.timings) >= {"keyword", "embed", "vector", "rank"}
 
