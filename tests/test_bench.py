@@ -89,7 +89,7 @@ def test_percentiles_by_hand() -> None:
 def test_sweep_grid_is_100_distinct_valid_configs() -> None:
     configs = grid()
     assert len(configs) == 100 and len(set(configs)) == 100
-    assert {c.fusion for c in configs} == {"weighted", "rrf"}
+    assert {c.fusion for c in configs} == {"joint", "rrf"}  # the default's order, and RRF
     assert max(c.pool for c in configs) == 200
 
 

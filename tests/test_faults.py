@@ -56,7 +56,7 @@ def assert_consistent(ws: Path) -> dict:
         assert c["chunks"] == c["fts_rows"] == c["vec_rows"] == c["embedded"] > 0
         st = idx.status()
         assert st["chunks"] == c["chunks"] and st["files"] > 0
-        resp = idx.search("payment retry backoff", min_score=0.0)
+        resp = idx.search("payment retry backoff", min_score=0.0, answer_threshold=0.0)
         assert resp.results, "search returned nothing after the crash"
         assert not resp.fallback
         return {"chunks": c["chunks"], "generation": int(idx.store.get_meta("generation", "0"))}
@@ -194,7 +194,7 @@ def test_kill_9_during_incremental_index_at_20_moments(tmp_path: Path) -> None:
                     assert tuple(spans) in known[path], path
             idx.sync()  # finishes the interrupted work
             assert idx.store.consistency()["chunks"] == idx.status()["chunks"]
-            first = idx.search(f"version {version} of topic 7", min_score=0.0, vector_weight=0.0, text_weight=1.0)
+            first = idx.search(f"version {version} of topic 7", min_score=0.0, answer_threshold=0.0, vector_weight=0.0, text_weight=1.0)
             assert first.results[0].path == "memory/topic-0007.md"
             assert first.results[0].text.startswith(f"version {version} of topic 7\n")
     assert killed == 20, f"only {killed} runs were killed before they finished"
@@ -229,7 +229,7 @@ CHILD_SEARCH = textwrap.dedent(
         k = rng.randrange(30)
         q = f"topicmark{k}" if i % 2 else " ".join(rng.choice(words) for _ in range(3))
         try:
-            r = idx.search(q, min_score=0.0)
+            r = idx.search(q, min_score=0.0, answer_threshold=0.0)
             empty += not r.results
             if i % 2:
                 top = [h.path for h in r.results if h.text_rank == 1]
@@ -382,7 +382,7 @@ def test_binary_invalid_utf8_and_empty_files(tmp_path: Path) -> None:
                                            "memory/latin1.md: invalid UTF-8 replaced",
                                            "memory/utf16.md: binary file skipped"]
         assert sorted(f["path"] for f in idx.files()) == ["memory/blank.md", "memory/empty.md", "memory/latin1.md"]
-        hits = idx.search("payment", min_score=0.0).results
+        hits = idx.search("payment", min_score=0.0, answer_threshold=0.0).results
         assert [h.path for h in hits] == ["memory/latin1.md"]
         with pytest.raises(PathError, match="memory/binary.md is a binary file, so it is not indexed"):
             idx.get("memory/binary.md")
@@ -420,7 +420,7 @@ def test_nan_vectors_are_sanitized(tmp_path: Path) -> None:
         assert np.isfinite(mat).all()
         norms = np.linalg.norm(mat, axis=1)
         assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
-        resp = idx.search("payment retry", min_score=0.0)
+        resp = idx.search("payment retry", min_score=0.0, answer_threshold=0.0)
         assert resp.results and all(np.isfinite(h.final_score) for h in resp.results)
 
 
@@ -436,7 +436,7 @@ def test_model_with_other_dims_triggers_full_reindex(tmp_path: Path) -> None:
         assert e32.embedded == first.chunks  # cached 64-dim vectors were not reused
         st = idx.status()
         assert st["dims"] == 32 and idx.store.consistency()["vec_rows"] == first.chunks
-        assert idx.search("payment retry", min_score=0.0).results
+        assert idx.search("payment retry", min_score=0.0, answer_threshold=0.0).results
     with MemoryIndex(ws, embedder=HashEmbedder(dims=64)) as reader:  # a reader with the old model: keyword-only
         resp = reader.retrieve("payment retry", 10)
         assert resp.keyword and not resp.vector_searched

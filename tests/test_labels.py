@@ -154,14 +154,14 @@ def test_parse_lines_and_citations():
 def test_write_ranking_keeps_comments_and_other_settings(tmp_path):
     original = "# mine\n[embedding]\nprovider = \"none\"  # laptop\n\n[ranking]\n# tuned by hand\nrrf_k = 30\n"
     (tmp_path / "hybridmem.toml").write_text(original)
-    wanted = load_settings(workspace=tmp_path).ranking.replace(fusion="rrf", min_score=0.0, rrf_k=30)
+    wanted = load_settings(workspace=tmp_path).ranking.replace(fusion="rrf", min_score=0.01, rrf_k=30)
     changes = ranking_changes(wanted, tmp_path)
-    assert changes == {"fusion": "rrf", "min_score": 0.0}
+    assert changes == {"fusion": "rrf", "min_score": 0.01}
     diff = write_ranking(tmp_path, changes)
-    assert "+fusion = \"rrf\"" in diff and "+min_score = 0.0" in diff
-    assert (tmp_path / "hybridmem.toml").read_text() == original + "fusion = \"rrf\"\nmin_score = 0.0\n"
+    assert "+fusion = \"rrf\"" in diff and "+min_score = 0.01" in diff
+    assert (tmp_path / "hybridmem.toml").read_text() == original + "fusion = \"rrf\"\nmin_score = 0.01\n"
     s = load_settings(workspace=tmp_path)
-    assert (s.ranking.fusion, s.ranking.rrf_k, s.ranking.min_score, s.embedding.provider) == ("rrf", 30, 0.0, "none")
+    assert (s.ranking.fusion, s.ranking.rrf_k, s.ranking.min_score, s.embedding.provider) == ("rrf", 30, 0.01, "none")
 
 
 def test_running_server_ranks_with_the_saved_settings_on_its_next_call(ws):
@@ -174,7 +174,7 @@ def test_running_server_ranks_with_the_saved_settings_on_its_next_call(ws):
         svc.search("TLS", client="t")
         write_ranking(ws, {"fusion": "rrf", "min_score": 0.0})
         svc.search("TLS", client="t")
-        assert (first, svc.index.settings.ranking.fusion) == ("weighted", "rrf")
+        assert (first, svc.index.settings.ranking.fusion) == ("joint", "rrf")
     finally:
         svc.close()
 

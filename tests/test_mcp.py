@@ -365,12 +365,12 @@ def test_recall_prompt_injects_or_stays_quiet(ws: Path) -> None:
     async def main() -> None:
         async with _stdio(ws) as client:
             assert "recall" in {p.name for p in (await client.list_prompts()).prompts}
-            quiet = await client.get_prompt("recall", {"message": "chocolate cake recipe"})
+            quiet = await client.get_prompt("recall", {"message": "who won the 1998 football world cup"})
             assert quiet.messages == []
             got = await client.get_prompt("recall", {"message": "retry backoff"})
             text = got.messages[0].content.text
             assert text.startswith("<memory>") and f"[{FILE}#L" in text and len(text) <= 4000
-            r = await client.call_tool("memory_search", {"query": "chocolate cake recipe"})
+            r = await client.call_tool("memory_search", {"query": "who won the 1998 football world cup"})
             assert r.structured_content["results"] == [] and r.content[0].text.startswith(NOTHING_FOUND)
 
     asyncio.run(main())
