@@ -107,7 +107,7 @@ def test_builtin_memory_index_behind_a_failing_primary(tmp_path: Path) -> None:
     idx = MemoryIndex(ws, embedder=HashEmbedder())
     idx.sync()
     mgr = BackendManager(lambda: Backend("qmd", fail=True), lambda: idx)
-    resp = mgr.search("payment backoff", min_score=0.0)
+    resp = mgr.search("payment backoff", min_score=0.0, answer_threshold=0.0)
     assert [h.citation for h in resp.results] == ["memory/a.md#L1"]
     mgr.close()
 
@@ -140,17 +140,17 @@ def test_repeated_query_errors_switch_provider_and_reindex(tmp_path: Path) -> No
         idx.sync()
         flaky.broken = True
         for _ in range(2):  # below the threshold: keyword-only answers, no switch
-            resp = idx.search("timing belt", min_score=0.0)
+            resp = idx.search("timing belt", min_score=0.0, answer_threshold=0.0)
             assert resp.results[0].path == "memory/car.md" and resp.results[0].vector_rank is None
             assert resp.fallback and "query embedding failed (ProviderError: model crashed: CUDA error)" in \
                 resp.fallback_reason
         assert idx.embedder is flaky
-        resp = idx.search("timing belt", min_score=0.0)  # third error: switch to the next provider
+        resp = idx.search("timing belt", min_score=0.0, answer_threshold=0.0)  # third error: switch to the next provider
         assert idx.embedder is not None and idx.embedder.name == "openai"
         assert idx.dirty
         assert f"{DEFAULT_PROVIDER}: switched off after 3 consecutive errors (ProviderError: model crashed: CUDA error)" in \
             idx.fallback_reason
-        resp = idx.search("timing belt", min_score=0.0)  # dirty + sync_on_search: a safe full reindex first
+        resp = idx.search("timing belt", min_score=0.0, answer_threshold=0.0)  # dirty + sync_on_search: a safe full reindex first
         assert idx.last_sync is not None and idx.last_sync.full_reindex
         assert idx.status()["provider"] == "openai" and idx.status()["dims"] == 8
         assert resp.results[0].path == "memory/car.md" and resp.results[0].vector_rank == 1

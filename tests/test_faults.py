@@ -644,7 +644,16 @@ def test_parallel_writes_from_two_server_processes_all_land_at_their_lines(tmp_p
     text = "".join(p.read_text(encoding="utf-8") for p in (ws / "memory").glob("*.md"))
     print(f"\n2 servers x 4 clients x 10 writes: {sum(n in text for n in flat)} of 80 kept")
     _assert_notes_at_lines(ws, outs, flat)
-    assert all(o["indexed"] for o in outs)
+    # `indexed` is the truth either way: two servers' syncs of one index take turns, and a reply whose server found
+    # the other one syncing says so (index_error) rather than claim it; the next sync holds every note.
+    assert all(o["indexed"] or o.get("index_error") for o in outs)
+    from hybridmem.config import Settings
+    from hybridmem.index import MemoryIndex
+
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        idx.sync()
+        for n in flat:
+            assert idx.search(n.split(": ")[1], min_score=0.0, answer_threshold=0.0).results, n
 
 
 CHILD_WRITE_CUT = textwrap.dedent(

@@ -179,7 +179,7 @@ def test_create_probes_dims_and_memory_index_uses_remote(tmp_path: Path) -> None
             assert report.embedded == 2
             st = idx.status()
             assert (st["provider"], st["model"], st["dims"]) == ("openai", "nomic-embed-text", 24)
-            resp = idx.search("timing belt", min_score=0.0)
+            resp = idx.search("timing belt", min_score=0.0, answer_threshold=0.0)
             assert resp.results[0].path == "memory/car.md" and resp.results[0].vector_rank == 1
             assert not resp.fallback
         n = len(srv.requests)

@@ -226,12 +226,12 @@ def test_a_new_redact_pattern_takes_effect_on_the_next_sync(tmp_path: Path) -> N
     base = Settings().override(embedding={"provider": "none"})
     with MemoryIndex(ws, settings=base, embedder=None) as idx:
         idx.sync()
-        assert len(idx.search("EMP", min_score=0.0).results) == 2
+        assert len(idx.search("EMP", min_score=0.0, answer_threshold=0.0).results) == 2
     settings = base.override(sources={"redact_patterns": [r"EMP-\d{6}"]})
     assert settings.index_hash() != base.index_hash()
     with MemoryIndex(ws, settings=settings, embedder=None) as idx:
         idx.sync()  # a plain sync, no --rebuild
-        texts = [h.snippet for h in idx.search("badge", min_score=0.0).results]
+        texts = [h.snippet for h in idx.search("badge", min_score=0.0, answer_threshold=0.0).results]
         assert sorted(texts) == ["Linh's badge is [REDACTED].", "User: badge [REDACTED] issued"]
         assert b"EMP-123456" not in _index_bytes(idx) and b"EMP-654321" not in _index_bytes(idx)
 

@@ -80,7 +80,7 @@ def test_failure_while_building_leaves_the_live_index_untouched(ws: Path) -> Non
         assert snapshot(idx) == before
         assert leftovers(idx.index_path) == []
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
-        assert idx.search("kafka lag", min_score=0.0).results
+        assert idx.search("kafka lag", min_score=0.0, answer_threshold=0.0).results
 
 
 def test_swap_failure_rolls_back_from_the_backup(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,7 +115,7 @@ def test_readers_keep_working_during_reindex(ws: Path) -> None:
     def read() -> None:
         while not stop.is_set():
             try:
-                counts.append(len(reader.search("kafka lag deploys", min_score=0.0).results))
+                counts.append(len(reader.search("kafka lag deploys", min_score=0.0, answer_threshold=0.0).results))
             except Exception as exc:  # noqa: BLE001
                 errors.append(repr(exc))
 

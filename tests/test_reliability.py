@@ -51,16 +51,16 @@ def test_bad_queries_never_switch_the_provider_off_nor_strip_vectors(tmp_path: P
         embedded = idx.status()["embedded_chunks"]
         assert embedded == 5
         for q in ["cut emoji \ud83d payment", "\udc00", "payment \ud83d\ude00 ok"] * 3:
-            resp = idx.search(q, min_score=0.0)
+            resp = idx.search(q, min_score=0.0, answer_threshold=0.0)
             assert "\ud83d" not in resp.query and "\udc00" not in resp.query
         assert all(not any(0xD800 <= ord(c) <= 0xDFFF for c in q) for q in emb.queries)
         assert emb.queries[0] == "cut emoji \ufffd payment"
         for _ in range(5):  # input errors: keyword-only for that query, never counted toward failover
-            resp = idx.search("BAD payment", min_score=0.0)
+            resp = idx.search("BAD payment", min_score=0.0, answer_threshold=0.0)
             assert resp.fallback and "ValueError: input rejected by the model" in resp.fallback_reason
             assert resp.results[0].path == "MEMORY.md"
         assert idx.embedder is emb and not idx.dirty
-        resp = idx.search("payment backoff", min_score=0.0)
+        resp = idx.search("payment backoff", min_score=0.0, answer_threshold=0.0)
         assert not resp.fallback and resp.results[0].vector_rank == 1
         idx.sync()
         st = idx.status()
@@ -95,7 +95,7 @@ def test_rebuild_between_the_legs_and_the_chunk_loads_never_mixes_generations(
 
         idx.store.chunk_rows = rows_after_a_rebuild  # type: ignore[method-assign]
         for i in (3, 4, 5):
-            resp = idx.search(f"uniqword{i}", min_score=0.0)
+            resp = idx.search(f"uniqword{i}", min_score=0.0, answer_threshold=0.0)
             assert resp.results[0].path == f"memory/note-{i}.md" and resp.results[0].text_rank == 1
             assert all(h.text in (ws / h.path).read_text() for h in resp.results)  # every hit: its own file's text
         assert len(rebuilds) == 2 and rebuilds[1] > rebuilds[0] > 7
@@ -185,7 +185,7 @@ def test_garbage_inside_the_index_is_found_by_status_and_search_and_rebuilt(
     assert cli_main(["status", str(ws)]) == 0
     assert "integrity: ok" in capsys.readouterr().out
     with MemoryIndex(ws, embedder=None) as idx:
-        assert idx.search("uniqword41", min_score=0.0).results[0].path == "memory/note-41.md"
+        assert idx.search("uniqword41", min_score=0.0, answer_threshold=0.0).results[0].path == "memory/note-41.md"
         assert idx.status()["files"] == 61
 
 

@@ -86,7 +86,7 @@ def test_redaction_happens_before_storage(tmp_path: Path) -> None:
         assert "sk-proj" not in stored[4] and "EMP-654321" not in stored[4]
         assert stored[4] == "User: my token is [REDACTED] and id [REDACTED]\nAssistant: noted"
         assert "sk-proj" not in stored[5]  # the FTS token column
-        cache_texts = idx.search("token", min_score=0.0).results[0].snippet
+        cache_texts = idx.search("token", min_score=0.0, answer_threshold=0.0).results[0].snippet
         assert "sk-proj" not in cache_texts
         got = idx.get("sessions/s1.jsonl")
         assert got["line_numbers"] == [1, 2] and "[REDACTED]" in got["text"]
@@ -192,8 +192,8 @@ def test_lone_surrogate_costs_nothing_but_a_warning(tmp_path: Path) -> None:
         report = idx.sync()
         assert (report.files, report.chunks) == (1, 1)
         assert report.warnings == ["sessions/s.jsonl: lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) 2"]
-        assert [h.citation for h in idx.search("zebras", min_score=0.0).results] == ["sessions/s.jsonl#L1-L3"]
-        assert [h.citation for h in idx.search("kafka", min_score=0.0).results] == ["sessions/s.jsonl#L1-L3"]
+        assert [h.citation for h in idx.search("zebras", min_score=0.0, answer_threshold=0.0).results] == ["sessions/s.jsonl#L1-L3"]
+        assert [h.citation for h in idx.search("kafka", min_score=0.0, answer_threshold=0.0).results] == ["sessions/s.jsonl#L1-L3"]
         assert idx.get("sessions/s.jsonl", from_line=2, lines=1)["text"] == "Assistant: cut emoji \ufffd about zebras"
 
 

@@ -119,7 +119,7 @@ def test_watchdog_sees_create_modify_delete(ws: Path) -> None:
         note.write_text("The mechanic replaced the timing belt.\n")
         assert wait_for(lambda: "memory/2026-06-01.md" in idx.store.files())
         assert w.wait_idle(10)
-        assert idx.search("timing belt", min_score=0.0).results[0].path == "memory/2026-06-01.md"
+        assert idx.search("timing belt", min_score=0.0, answer_threshold=0.0).results[0].path == "memory/2026-06-01.md"
         note.write_text("The mechanic replaced the brake pads.\n")
         assert wait_for(lambda: bool(idx.search("brake pads", min_score=0.0, vector_weight=0.0).results))
         note.unlink()
@@ -136,7 +136,7 @@ def test_search_syncs_first_when_the_watcher_marked_the_index_dirty(ws: Path) ->
         (ws / "memory" / "fresh.md").write_text("Kafka consumer lag alert threshold is 5000.\n")
         assert wait_for(lambda: w.events > 0)
         assert idx.dirty
-        resp = idx.search("kafka consumer lag", min_score=0.0)
+        resp = idx.search("kafka consumer lag", min_score=0.0, answer_threshold=0.0)
         assert resp.results and resp.results[0].path == "memory/fresh.md"
         assert not idx.dirty
     idx.close()
