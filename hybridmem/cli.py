@@ -143,8 +143,8 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
         base = PRESETS[args.preset]
     if args.fusion:
         base = base.with_fusion(args.fusion)  # and that preset's min score (--min-score below still wins)
-    for name in ("max_results", "min_score", "half_life_days", "vector_weight", "text_weight", "rrf_k",
-                 "candidate_multiplier"):
+    for name in ("max_results", "min_score", "answer_threshold", "half_life_days", "vector_weight", "text_weight",
+                 "rrf_k", "candidate_multiplier"):
         value = getattr(args, name, None)
         if value is not None:
             changes[name] = value
@@ -283,7 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("query")
     common(sp)
     sp.add_argument("--preset", choices=sorted(PRESETS), default=None)
-    sp.add_argument("--fusion", default=None, help="weighted, rrf, or a ranx fusion method")
+    sp.add_argument("--fusion", default=None, help="joint (the default's order), weighted, rrf, or a ranx fusion method")
+    sp.add_argument("--answer-threshold", dest="answer_threshold", type=float, default=None,
+                    help="the answer gate: return nothing below this probability that memory holds an answer (0: off)")
     sp.add_argument("--max-results", dest="max_results", type=int, default=None)
     sp.add_argument("--min-score", dest="min_score", type=float, default=None)
     sp.add_argument("--mmr", type=float, default=None, metavar="LAMBDA", help="enable MMR with this lambda")
