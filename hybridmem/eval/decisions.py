@@ -37,7 +37,7 @@ from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import judged_units
 from hybridmem.ranking.calibrate import fit_logistic
-from hybridmem.ranking.gate import GATE_FEATURES
+from hybridmem.ranking.gate import GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
@@ -230,9 +230,5 @@ def _answerable(rows_by_model: Mapping[str, DecisionRows], gates: Mapping[str, C
 
 def _shift(gate: Calibration, at: float, to: float) -> Calibration:
     """``gate`` with its intercept moved so that a probability of ``at`` becomes ``to``."""
-    def logit(p: float) -> float:
-        p = min(max(p, 1e-6), 1 - 1e-6)
-        return float(np.log(p / (1 - p)))
-
     return Calibration(gate.features, gate.coef, round(gate.intercept + logit(to) - logit(at), 4),
                        gate.fitted_on + f"; intercept moved so its {MAX_FALSE_ABSTENTION:.0%} point is the threshold")

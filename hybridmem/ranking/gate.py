@@ -36,8 +36,9 @@ import math
 from typing import Mapping, Sequence
 
 from hybridmem.config.calibration import Calibration
+from hybridmem.ranking.calibrate import sigmoid
 
-__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "query_features"]
+__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -62,8 +63,8 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
     top_k = set(keyword_ids[:AGREE_DEPTH])
     rest = vector_raws[1:1 + GAP_DEPTH]
     return {
-        "keyword_top": _logit(max(keyword_probs, default=0.0)),
-        "vector_top": _logit(max(vector_probs, default=0.0)),
+        "keyword_top": logit(max(keyword_probs, default=0.0)),
+        "vector_top": logit(max(vector_probs, default=0.0)),
         "agreement": len(top_v & top_k) / AGREE_DEPTH if top_v and top_k else 0.0,
         "vector_gap": vector_raws[0] - sum(rest) / len(rest) if rest else 0.0,
         "coverage_top": max(coverages[:AGREE_DEPTH], default=0.0),
@@ -72,7 +73,7 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
     }
 
 
-def _logit(p: float) -> float:
+def logit(p: float) -> float:
     """``log(p / (1 - p))`` with ``p`` clipped to [1e-6, 1 - 1e-6] (a leg that found nothing reads -13.8)."""
     p = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(p / (1.0 - p))
@@ -87,4 +88,4 @@ def answer_probability(features: Mapping[str, float], model: Calibration) -> flo
     z = model.intercept
     for name, c in zip(model.features, model.coef):
         z += c * features[name]
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+    return sigmoid(z)

@@ -35,10 +35,10 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Sequence
 
 from hybridmem.config.calibration import JOINT_FEATURES, Calibration
+from hybridmem.ranking.calibrate import sigmoid
 
 __all__ = ["JOINT", "JOINT_FEATURES", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
 
@@ -126,5 +126,5 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration) -> dict[int, floa
         z = b
         for wi, xi in zip(w, row):
             z += wi * xi
-        out[cid] = 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+        out[cid] = sigmoid(z)
     return out
