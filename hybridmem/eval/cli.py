@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from hybridmem.cli import command, print_json
+from hybridmem.commands import command, print_json
 from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, PROVIDERS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
