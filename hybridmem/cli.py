@@ -66,12 +66,10 @@ def open_index(args: argparse.Namespace, keyword_only: bool = False):  # noqa: A
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally re-index) a workspace."""
     if args.rebuild:  # a corrupt index file is moved aside and rebuilt
-        from pathlib import Path
-
-        from hybridmem.index import default_index_path
+        from hybridmem.config import resolve_index_path, resolve_workspace
         from hybridmem.sync.reindex import open_or_quarantine
 
-        target = args.index or default_index_path(Path(args.workspace).absolute())
+        target = resolve_index_path(args.index, resolve_workspace(args.workspace), _settings(args))
         idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target)
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
@@ -175,8 +173,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.source is not None and args.source not in SOURCES:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
     with open_index(args) as idx:
-        if args.sync and idx.store.read_only:
-            print(f"note: not synced: {idx.store.read_only}; searching the index as it is", file=sys.stderr)
+        if args.sync and idx.read_only:
+            print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
             idx.sync()
         cfg = _rank_config(args, idx.settings.ranking)
@@ -223,10 +221,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 @command("recall")
 def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
+    from hybridmem.tools import recall
+
     with open_index(args) as idx:
         if args.sync:
             idx.sync()
-        block = idx.recall(args.message)
+        block = recall(idx, args.message)
     if args.json:
         print_json({"message": args.message, "context": block, "injected": bool(block)})
     elif block:

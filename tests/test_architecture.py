@@ -178,3 +178,21 @@ def test_the_checks_see_a_module_named_by_string(tmp_path: Path) -> None:
     f.write_text('"""hybridmem.index"""\nimport importlib\nMODULES = ("hybridmem.eval.cli", "hybridmem.toml")\n'
                  'def load():\n    importlib.import_module("hybridmem.bench")\n    from hybridmem.serve import cli\n')
     assert _imports(f) == {"hybridmem.eval.cli", "hybridmem.bench", "hybridmem.serve", "hybridmem.serve.cli"}
+
+
+PARTS = {"store", "syncer", "retriever"}  # MemoryIndex's parts: callers use its methods
+OWNERS = ("hybridmem.index", "hybridmem.store", "hybridmem.sync", "hybridmem.retrieve")
+
+
+def test_callers_use_the_facade_not_its_parts() -> None:
+    """Outside the facade and the parts themselves, nothing reaches into ``idx.store``, ``idx.syncer`` or
+    ``idx.retriever`` (``settings.store``, the store's settings, is not a part)."""
+    files = {n: p for n, p in _modules().items() if not n.startswith(OWNERS)} | {"app": ROOT.parent / "app.py"}
+    found = []
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in PARTS:
+                owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+                if not owner.endswith("settings"):
+                    found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, f"use a MemoryIndex method instead: {found}"
