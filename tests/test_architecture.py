@@ -71,7 +71,7 @@ def _imports(path: Path) -> set[str]:
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
-            found |= {m for a in node.names if _is_module(m := f"{node.module}.{a.name}")}  # ``from hybridmem import x``
+            found |= {m for a in node.names if _is_module(m := f"{node.module}.{a.name}")}  # ``from pkg import mod``
     docstrings = _docstrings(tree)
     found |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
               and id(node) not in docstrings and _is_module(node.value)}

@@ -1,10 +1,11 @@
 """Figure group 2, the keyword leg on SciFact (300 test queries): the engine's FTS5 leg against bm25s and rank_bm25,
 queries per second and nDCG@10 side by side.
 
-The engine runs exactly what live search runs, through ``MemoryIndex.keyword_search``: ``retrieve.keyword_leg`` (the safe FTS5 query builder
-``tokenization.fts_query`` and ``Store.keyword_search``) on a keyword-only ``MemoryIndex`` of SciFact, with the default
-candidate pool; chunks map to their documents, first occurrence wins. The peers index whole documents with bm25s's
-own tokenizer (English stopwords, Snowball stemmer), the setting of their published SciFact numbers.
+The engine runs exactly what live search runs (``MemoryIndex.keyword_search``: ``retrieve.keyword_leg``, the safe
+FTS5 query builder ``tokenization.fts_query`` and ``Store.keyword_search``) on a keyword-only ``MemoryIndex`` of
+SciFact, with the default candidate pool; chunks map to their documents, first occurrence wins. The peers index whole
+documents with bm25s's own tokenizer (English stopwords, Snowball stemmer), the setting of their published SciFact
+numbers.
 """
 
 from __future__ import annotations
