@@ -86,6 +86,13 @@ def _probe_regex(query_tokens: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(p) for p in probes), re.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)
+def _word_spans(word: str) -> tuple[tuple[str, int, int], ...]:
+    """:func:`~hybridmem.tokenization.token_spans` of one ASCII word, cached: the same words recur in every chunk a
+    query's terms match, and tokenizing them again was most of ``rank()``'s time on long chunks."""
+    return tuple(token_spans(word))
+
+
 def match_spans(text: str, query_tokens: Sequence[str]) -> list[tuple[int, int, str]]:
     """``(start, end, token)`` of every token of ``text`` that is one of ``query_tokens``, by start.
 
@@ -111,7 +118,7 @@ def match_spans(text: str, query_tokens: Sequence[str]) -> list[tuple[int, int, 
             continue
         done.add(a)
         b = _WORD_END.match(text, m.start()).end()
-        out.extend((a + s, a + e, t) for t, s, e in token_spans(text[a:b]) if t in wanted)
+        out.extend((a + s, a + e, t) for t, s, e in _word_spans(text[a:b]) if t in wanted)
     out.sort()
     return out
 
