@@ -62,20 +62,21 @@ def test_four_imports_at_once_all_land(tmp_path: Path) -> None:
 
 
 def test_import_time_is_linear(tmp_path: Path) -> None:
-    """1,000 then 10,000 queries: 10x the rows must cost about 10x (it was quadratic: 1,000 took 131 s)."""
+    """1,000 then 10,000 queries: 10x the rows must cost about 10x (it was quadratic: 1,000 took 131 s). CPU time of
+    this process, best of several runs: wall time on a shared 2-core machine swings with whatever else runs."""
     def seconds(n: int, k: int) -> float:
         ws = _ws(tmp_path / f"ws{n}-{k}", files=50)
         src = _qmd(tmp_path / f"qmd{n}.json", n, files=50)
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         rep = import_labels(src, ws)
-        took = time.perf_counter() - t0
+        took = time.process_time() - t0
         assert (rep.queries, rep.judgments, rep.skipped) == (n, n, ())
         undo = (labels_dir(ws) / "undo.jsonl").stat().st_size
         assert undo < 1000, undo  # one undo step holding the labels as they were (empty), not one per row
         return took
 
     small = min(seconds(1000, k) for k in range(3))
-    large = seconds(10_000, 0)
+    large = min(seconds(10_000, k) for k in range(2))
     assert LabelStore(tmp_path / "ws10000-0").counts()["judgments"] == 10_000
     assert large < 30 * small, f"1,000 queries {small:.3f} s, 10,000 {large:.3f} s: {large / small:.1f}x"
 
