@@ -190,7 +190,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.sync and idx.store.read_only:
             print(f"note: not synced: {idx.store.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
-            idx.sync()
+            _sync_unless_busy(idx)
         cfg = _rank_config(args, idx.settings.ranking)
         resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,
                           session=args.session)
@@ -211,6 +211,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
     if resp.notice:
         print(f"note: {resp.notice}", file=sys.stderr)
+    if resp.vectors_note:
+        print(f"note: {resp.vectors_note}", file=sys.stderr)
     if args.explain:
         print()
         print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
@@ -232,12 +234,24 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sync_unless_busy(idx: Any) -> None:
+    """Sync before a search, unless another process is indexing: then search what it has stored so far (keywords
+    for every stored chunk, vectors for the embedded ones) rather than index the same files a second time."""
+    from hybridmem.sync import sync_running
+
+    if sync_running(str(idx.index_path)):
+        print(f"note: not synced: another process is indexing {idx.index_path}; searching what it has stored so far",
+              file=sys.stderr)
+        return
+    idx.sync()
+
+
 @command("recall")
 def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
     with open_index(args) as idx:
         if args.sync:
-            idx.sync()
+            _sync_unless_busy(idx)
         block = idx.recall(args.message)
     if args.json:
         print_json({"message": args.message, "context": block, "injected": bool(block)})

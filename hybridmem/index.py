@@ -32,6 +32,7 @@ from hybridmem.retrieve.retriever import clean_query
 from hybridmem.store import Store
 from hybridmem.store.connection import is_corruption
 from hybridmem.sync import Progress, SyncReport, Syncer
+from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
 _AUTO = "auto"
@@ -116,6 +117,7 @@ class MemoryIndex:
         """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
 
         A settings change (model, chunking, tokenizer, dims) triggers a full (atomic) reindex; ``force`` does too.
+        Keyword first: chunks are searchable by keyword once stored, vectors follow (:meth:`vector_progress`).
         """
         with self._lock:
             report = self.syncer.sync(force=force, progress=progress)
@@ -197,11 +199,24 @@ class MemoryIndex:
         timings["total"] = (time.perf_counter() - t_all) * 1000
         name, model, _, _ = self.syncer.identity()
         fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(self._embedder.skipped)
+        vectors, vectors_note = self.vector_progress()
         return SearchResponse(
             query=query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
-            candidates=cands, notice=notice,
+            candidates=cands, notice=notice, vectors=vectors,
+            vectors_note=vectors_note if cfg.vector_weight > 0 else None,
         )
+
+    def vector_progress(self) -> tuple[dict[str, int] | None, str | None]:
+        """``({"embedded": N, "total": M}, note)``: how many chunks have their vector (None for a keyword-only
+        index), and "vectors for N of M chunks ..." while embedding has not caught up (else None). Counted once per
+        index generation."""
+        gen = self.store.generation()
+        if getattr(self, "_vector_progress", (None,))[0] != gen:
+            counts = self.store.counts()
+            dims = int(self.store.get_meta("dims", "0") or 0)
+            self._vector_progress = (gen, vector_progress(counts["embedded_chunks"], counts["chunks"], dims))
+        return self._vector_progress[1]
 
     def recall(self, message: str, config: RankConfig | None = None, **scope: Any) -> str:
         """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
@@ -262,6 +277,7 @@ class MemoryIndex:
             "query_embedding": getattr(self._embedder.current, "runtime", None) if loaded else None,
             "last_sync_report": self.last_sync.to_dict() if self.last_sync else None,
             "read_only": self.store.read_only,
+            **_vectors_status(self.vector_progress()),
         }
 
     def check(self) -> list[str]:
@@ -297,6 +313,11 @@ def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:
             break
         body += part
     return head + body + tail if body else ""
+
+
+def _vectors_status(progress: tuple[dict[str, int] | None, str | None]) -> dict[str, Any]:
+    vectors, note = progress
+    return {"vectors": vectors, **({"vectors_note": note} if note else {})}
 
 
 def session_prefix(session: str) -> str:

@@ -27,6 +27,9 @@ from hybridmem.sync.documents import (
     file_row,
     sync_documents,
 )
+from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.lock import try_sync_lock
+from hybridmem.sync.pending import open_shared_cache
 from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
 
@@ -56,6 +59,15 @@ class Syncer:
         self.settings = settings
         self.workspace = workspace
         self.embedder = embedder
+        self._shared: SharedCache | None | bool = False  # False: not opened yet
+        self.lock_path: str | None = store.path  # None: a private store (a rebuild's new copy) takes no lock
+
+    @property
+    def shared_cache(self) -> SharedCache | None:
+        """The user-level embedding cache (opened on first use), or None when the settings switch it off."""
+        if self._shared is False:
+            self._shared = open_shared_cache(self.settings)
+        return self._shared  # type: ignore[return-value]
 
     def identity(self) -> tuple[str, str, str, int]:
         """(provider, model, provider_key, dims) of the embedder, without loading a local model when the index
@@ -124,16 +136,21 @@ class Syncer:
     # -- workspace -----------------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
         """Bring the index up to date with the workspace. A settings change (model, chunking, tokenizer, dims) or
-        ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``."""
+        ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``. Keyword first:
+        chunks are stored (and searchable) before they are embedded; the sync holding the index's lock embeds
+        (:mod:`hybridmem.sync.lock`)."""
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         if self.store.read_only:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
+        with try_sync_lock(self.lock_path):
+            return self._sync(force, progress)
+
+    def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
         full = force or self.needs_full_reindex()
         reason = self.rebuild_reason() if full else None
         if full and self.store.path != ":memory:":
-            report = atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
-                                                                   self.embedder).sync(progress=progress))
+            report = atomic_reindex(self.store, lambda tmp: self._build(tmp, progress))
             if reason:
                 report.warnings.insert(0, reason)
             if not self.needs_full_reindex():
@@ -151,6 +168,13 @@ class Syncer:
         if reason:
             report.warnings.append(reason)
         return self._incremental(report, force, progress)
+
+    def _build(self, tmp: Store, progress: Progress | None) -> SyncReport:
+        """Index the whole workspace into ``tmp`` (a full reindex's new copy; this sync's lock covers it)."""
+        builder = Syncer(tmp, self.settings, self.workspace, self.embedder)
+        builder._shared = self._shared if self._shared is not False else self.shared_cache
+        builder.lock_path = None
+        return builder._sync(False, progress)
 
     def _incremental(self, report: SyncReport, force: bool, progress: Progress | None,
                      catch_up: bool = False) -> SyncReport:
@@ -196,8 +220,11 @@ class Syncer:
             changed.append((loaded.document, row))
         deleted = [p for p in known if p not in seen]
         report.deleted = len(deleted)
-        embedder = self.embedder.get() if changed else None
-        apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress)
+        # pending: chunks stored without a vector by a sync that was stopped mid-embed (keyword first): resumed here
+        pending = not changed and self.identity()[3] > 0 and self.store.pending_count() > 0
+        embedder = self.embedder.get() if changed or pending else None
+        apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress,
+                        shared=self.shared_cache if embedder is not None else None, lock_path=self.lock_path)
         if not catch_up or changed or deleted:
             self._bump()
         counts = self.store.counts()
@@ -216,7 +243,9 @@ class Syncer:
     ) -> SyncReport:
         """Index in-memory documents (evaluation corpora) through the same pipeline as files."""
         full = self.prepare_full_reindex()
-        report = sync_documents(self.store, self.settings, self.embedder.get(), documents, prune, progress)
+        embedder = self.embedder.get()
+        report = sync_documents(self.store, self.settings, embedder, documents, prune, progress,
+                                shared=self.shared_cache if embedder is not None else None)
         report.full_reindex = full
         self._bump()
         return report
