@@ -333,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Modules that define subcommands of their own: each has ``add_parsers(sub)`` and ``@command`` functions.
-SUBCOMMAND_MODULES = ("hybridmem.eval.cli", "hybridmem.bench", "hybridmem.serve.cli")
+SUBCOMMAND_MODULES = ("hybridmem.eval.cli", "hybridmem.bench", "hybridmem.serve.cli", "hybridmem.cachecli")
 
 
 def _add_watch_parser(sub: Any) -> None:
