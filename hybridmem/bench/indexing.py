@@ -65,7 +65,7 @@ def bench_overhead(opts: BenchOptions, embedder: object, tmp: Path, out: dict[st
     ws = tmp / "cold"
     n_files = 8 if opts.quick else 40  # ~125 chunks, ~6 s a run: short runs, alternated, cancel the drift best
     write_workspace(ws, n_files, docs_per_file=2)
-    settings = Settings()
+    settings = Settings().override(embedding={"shared_cache": False})  # cold: every sync embeds every chunk
     texts = []
     for p in sorted((ws / "memory").glob("*.md")):
         texts += [c.text for c in chunk_text(p.read_text(encoding="utf-8"), settings.chunking)]

@@ -198,11 +198,20 @@ class Evaluator:
         hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
         cached = store.cache_get(e.name, e.model, e.provider_key, list(hashes))
         missing = [h for h in hashes if h not in cached]
+        shared = self.index.syncer.shared_cache if e.shared_cache else None  # the user-level cache, behind it
+        shared_key = (e.name, e.model, e.provider_key, e.weights_hash)
+        if missing and shared is not None:
+            found = shared.get(shared_key, missing)
+            store.cache_put(e.name, e.model, e.provider_key, found)
+            cached.update(found)
+            missing = [h for h in missing if h not in found]
         for i in range(0, len(missing), e.batch_size):
             batch = missing[i: i + e.batch_size]
             mat = sanitize(e.embed_batch([hashes[h][:MAX_QUERY_CHARS] for h in batch], is_query=True))
             fresh = dict(zip(batch, mat))
             store.cache_put(e.name, e.model, e.provider_key, fresh)
+            if shared is not None:
+                shared.put(shared_key, fresh)
             cached.update(fresh)
         self.query_embedded += len(missing)
         return {t: cached[h] for h, t in hashes.items()}
