@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -195,11 +196,15 @@ class MemoryIndex:
                                     "`hybridmem index --rebuild`") from None
         t0 = time.perf_counter()
         ranking = rank(cands, cfg, now=now)
+        vectors, vectors_note = self.vector_progress()
+        if vectors_note and cands.vector_searched and not ranking.hits:
+            # keyword first: chunks still waiting for their vector score 0 on the vector leg, so the order and the
+            # answer gate would pass them over; while embedding lags, an empty answer falls back to the keyword leg
+            ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
         timings["rank"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - t_all) * 1000
         name, model, _, _ = self.syncer.identity()
         fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(self._embedder.skipped)
-        vectors, vectors_note = self.vector_progress()
         return SearchResponse(
             query=query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,

@@ -20,7 +20,7 @@ from hybridmem.records import Document
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import try_sync_lock
-from hybridmem.sync.pending import TOKENS_STAGE, cached_vectors, embed_pending
+from hybridmem.sync.pending import EMBED_BATCH, TOKENS_STAGE, cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
@@ -75,7 +75,7 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> P
     return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
 
 
-EMBED_COMMIT_CHUNKS = 512  # texts embedded between two commits of the embedding cache
+EMBED_COMMIT_CHUNKS = EMBED_BATCH  # texts embedded between two commits of the embedding cache
 
 
 def embed_with_cache(
@@ -134,8 +134,8 @@ def apply_documents(
             store.delete_file(path)
             store.bump_generation()
     total = len(changed)
-    for start in range(0, total, batch_files):
-        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start : start + batch_files]]
+    for start, stop in _batches(total, batch_files):
+        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
             hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
@@ -146,7 +146,7 @@ def apply_documents(
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
             store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
-            progress("index", min(start + batch_files, total), total)
+            progress("index", stop, total)
     if embedder is None:
         return
     with try_sync_lock(lock_path) as held:  # held already when this sync took it; else free again, or another's
@@ -159,6 +159,17 @@ def apply_documents(
         n_embedded, hits = embed_pending(store, embedder, shared, progress)
     report.embedded += n_embedded
     report.cache_hits += hits
+
+
+def _batches(total: int, size: int, first: int = 16) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the write batches: ``first`` files, doubling up to ``size`` (the first keyword answers
+    come after one small commit; later batches amortize their transactions)."""
+    out, start, n = [], 0, min(first, size)
+    while start < total:
+        out.append((start, min(start + n, total)))
+        start += n
+        n = min(2 * n, size)
+    return out
 
 
 def file_row(doc: Document, doc_hash: str, abspath: str | None, size: int, mtime: float) -> dict:

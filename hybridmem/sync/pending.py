@@ -23,7 +23,7 @@ from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache, default_path
 
 Progress = Callable[[str, int, int], None]
-EMBED_BATCH = 512  # pending chunks embedded (and committed) together
+EMBED_BATCH = 128  # pending chunks embedded (and committed) together: ~20-60 s of e5 on 2 busy cores, so "vectors for N of M" moves
 TOKENS_STAGE = "embed-tokens"  # progress(TOKENS_STAGE, tokens, 0): tokens embedded so far in this sync
 
 
