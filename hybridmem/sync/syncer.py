@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from hybridmem import sources as src
 from hybridmem.config import DEFAULT_PROVIDER, Settings, provider_model
@@ -32,6 +32,34 @@ from hybridmem.sync.lock import try_sync_lock
 from hybridmem.sync.pending import open_shared_cache
 from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
+
+
+_SKIPPED = object()  # Syncer._load: the file is no memory file any more (binary, empty after redaction...)
+
+
+class _LazyDocs(Sequence):
+    """The changed files of a sync: those already read, then new files read only when their write batch is cut
+    (``docs[start:stop]``), so the first batch is searchable before the last file is even read. A file that turns
+    out unreadable drops out of its batch."""
+
+    def __init__(self, loaded: list[tuple[Document, dict]], files: list[src.SourceFile],
+                 load: Callable[[src.SourceFile], Any]) -> None:
+        self._loaded, self._files, self._load = loaded, files, load
+
+    def __len__(self) -> int:
+        return len(self._loaded) + len(self._files)
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        start, stop, _ = index.indices(len(self))
+        out = self._loaded[start:stop]
+        n = len(self._loaded)
+        for sf in self._files[max(start - n, 0) : max(stop - n, 0)]:
+            item = self._load(sf)
+            if isinstance(item, tuple):
+                out.append(item)
+        return out
 
 
 class ReadOnlyIndexError(HybridMemError):
@@ -188,6 +216,7 @@ class Syncer:
         found = src.discover(self.workspace, self.settings.sources, report.warnings)
         seen: set[str] = set()
         changed: list[tuple[Document, dict]] = []
+        fresh: list[src.SourceFile] = []  # new files: read batch by batch while writing (keyword first)
         for sf in found:
             seen.add(sf.path)
             old = known.get(sf.path)
@@ -197,27 +226,18 @@ class Syncer:
             if old and sf.source == "sessions" and self._defer_session(sf, old):
                 report.deferred += 1  # a growing transcript waits for 100 KB or 50 new messages
                 continue
-            try:
-                loaded = src.load(sf, self.settings.sources)
-            except OSError as exc:
-                report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+            if not old:
+                fresh.append(sf)
                 continue
-            if loaded.warning:
-                report.warnings.append(f"{sf.path}: {loaded.warning}")
-            if loaded.document is None:
+            item = self._load(sf, old, report)
+            if item is None:
+                continue
+            if item is _SKIPPED:
                 seen.discard(sf.path)
                 continue
-            h = document_hash(loaded.document)
-            row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
-            if old and old["hash"] == h:
-                report.unchanged += 1
-                self.store.touch_file(sf.path, sf.mtime, sf.size)
-                continue
-            if old:
-                report.changed += 1
-            else:
-                report.added += 1
-            changed.append((loaded.document, row))
+            changed.append(item)  # type: ignore[arg-type]
+        if fresh:
+            changed = _LazyDocs(changed, fresh, lambda sf: self._load(sf, None, report))  # type: ignore[assignment]
         deleted = [p for p in known if p not in seen]
         report.deleted = len(deleted)
         # pending: chunks stored without a vector by a sync that was stopped mid-embed (keyword first): resumed here
@@ -231,6 +251,31 @@ class Syncer:
         report.files, report.chunks = counts["files"], counts["chunks"]
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _load(self, sf: src.SourceFile, old: dict[str, Any] | None,
+              report: SyncReport) -> tuple[Document, dict] | object | None:
+        """Read, redact and hash one new or changed file: ``(document, file row)`` to write, None when there is
+        nothing to write (unreadable, or the same content), :data:`_SKIPPED` when it is no memory file any more."""
+        try:
+            loaded = src.load(sf, self.settings.sources)
+        except OSError as exc:
+            report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+            return None
+        if loaded.warning:
+            report.warnings.append(f"{sf.path}: {loaded.warning}")
+        if loaded.document is None:
+            return _SKIPPED
+        h = document_hash(loaded.document)
+        row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
+        if old and old["hash"] == h:
+            report.unchanged += 1
+            self.store.touch_file(sf.path, sf.mtime, sf.size)
+            return None
+        if old:
+            report.changed += 1
+        else:
+            report.added += 1
+        return loaded.document, row
 
     def _defer_session(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
         sync = self.settings.sync
