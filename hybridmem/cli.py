@@ -88,7 +88,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
     with idx_cm as idx:
-        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json))
+        from hybridmem.sync import sync_running
+
+        if sync_running(str(idx.index_path)):
+            print("note: another process is indexing this workspace; waiting for it", file=sys.stderr, flush=True)
+        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json), wait=True)
         status = idx.status()
     out = {**report.to_dict(), "provider": status["provider"], "model": status["model"], "dims": status["dims"],
            "index_path": status["index_path"]}
@@ -234,16 +238,20 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+SEARCH_EMBED_LIMIT = 64  # a search's sync embeds a few changed chunks itself; more wait for `hybridmem index`
+
+
 def _sync_unless_busy(idx: Any) -> None:
     """Sync before a search, unless another process is indexing: then search what it has stored so far (keywords
-    for every stored chunk, vectors for the embedded ones) rather than index the same files a second time."""
+    for every stored chunk, vectors for the embedded ones) rather than index the same files a second time. The
+    search's own sync stores every change (keyword first) but embeds only up to :data:`SEARCH_EMBED_LIMIT` chunks."""
     from hybridmem.sync import sync_running
 
     if sync_running(str(idx.index_path)):
         print(f"note: not synced: another process is indexing {idx.index_path}; searching what it has stored so far",
               file=sys.stderr)
         return
-    idx.sync()
+    idx.sync(embed_limit=SEARCH_EMBED_LIMIT)
 
 
 @command("recall")

@@ -114,14 +114,16 @@ class MemoryIndex:
         return True
 
     # -- sync ----------------------------------------------------------------------------------------------------
-    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+    def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
+             embed_limit: int | None = None) -> SyncReport:
         """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
 
         A settings change (model, chunking, tokenizer, dims) triggers a full (atomic) reindex; ``force`` does too.
-        Keyword first: chunks are searchable by keyword once stored, vectors follow (:meth:`vector_progress`).
+        Keyword first: chunks are searchable by keyword once stored, vectors follow (:meth:`vector_progress`);
+        ``wait`` and ``embed_limit``: see :meth:`hybridmem.sync.Syncer.sync`.
         """
         with self._lock:
-            report = self.syncer.sync(force=force, progress=progress)
+            report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit)
             self.retriever.drop_caches()
             lost = self.store.file_lost()
             if lost:  # SQLite wrote into an unlinked file: nothing was saved

@@ -227,3 +227,54 @@ def test_cache_cli_stats_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cli_main(["cache", "prune", "--max-mb", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["removed"] == chunks and out["rows"] == 0
+
+
+def test_a_search_sync_stores_everything_but_embeds_only_a_few_chunks(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path / "ws", files=6)
+    emb = HashEmbedder(dims=16)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        report = idx.sync(embed_limit=3)  # what `hybridmem search` does before answering
+        assert report.chunks > 3 and emb.embedded == 0 and idx.store.pending_count() == report.chunks
+        assert any("`hybridmem index` embeds them" in w for w in report.warnings)
+        (ws / "memory" / "new.md").write_text("# New\nthe okapi memo\n")
+        idx.sync()  # no limit: the new file and the earlier pending chunks
+        assert idx.store.pending_count() == 0 and emb.embedded == report.chunks + 1
+        (ws / "memory" / "new2.md").write_text("# Newer\nthe quokka memo\n")
+        idx.sync(embed_limit=3)  # a small change is embedded at once
+        assert idx.store.pending_count() == 0
+
+
+def test_index_waits_for_the_lock_a_search_sync_holds(tmp_path: Path) -> None:
+    import threading
+
+    ws = make_ws(tmp_path / "ws", files=3)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        released = threading.Event()
+        done: list[float] = []
+
+        def hold() -> None:
+            with try_sync_lock(str(idx.index_path)):
+                released.wait(10)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        time.sleep(0.1)
+        assert sync_running(str(idx.index_path))
+        waiter = threading.Thread(target=lambda: (idx.sync(wait=True), done.append(time.monotonic())))
+        waiter.start()
+        time.sleep(0.3)
+        assert not done  # `hybridmem index` waits for the holder
+        released.set()
+        waiter.join(10)
+        t.join(10)
+        assert done and idx.store.pending_count() == 0
+
+
+def test_memory_search_text_and_status_carry_the_vectors_note(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from hybridmem.serve.server import STATUS_OUTPUT, render
+
+    out = {"query": "q", "results": [{"path": "a.md", "citation": "a.md#L1-L2", "score": 0.5, "snippet": "x"}],
+           "vectors": {"embedded": 1, "total": 2}, "vectors_note": "vectors for 1 of 2 chunks"}
+    assert render("memory_search", out).endswith("(note: vectors for 1 of 2 chunks)")
+    assert {"vectors", "vectors_note"} <= set(STATUS_OUTPUT["properties"])

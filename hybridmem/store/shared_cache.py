@@ -187,6 +187,7 @@ class SharedCache:
         if self._db is not None:
             with self._lock:
                 self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # VACUUM's pages sit in the WAL until then
 
     def close(self) -> None:
         if self._db is not None:

@@ -121,6 +121,7 @@ def apply_documents(
     batch_files: int = 256,
     shared: SharedCache | None = None,
     lock_path: str | None = None,
+    embed_limit: int | None = None,
 ) -> None:
     """Write changed documents (with their file rows), remove deleted paths, then embed what has no vector yet.
 
@@ -149,9 +150,13 @@ def apply_documents(
             progress("index", stop, total)
     if embedder is None:
         return
+    waiting = store.pending_count()
+    if embed_limit is not None and waiting > embed_limit:
+        report.warnings.append(f"{waiting:,} chunks wait for their vector (searchable by keyword now); "
+                               "`hybridmem index` embeds them")
+        return
     with try_sync_lock(lock_path) as held:  # held already when this sync took it; else free again, or another's
         if not held:
-            waiting = store.pending_count()
             if waiting:
                 report.warnings.append(f"another process is indexing {store.path}: it embeds the {waiting:,} "
                                        "chunks still without a vector (searchable by keyword now)")

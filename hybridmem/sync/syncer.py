@@ -89,6 +89,7 @@ class Syncer:
         self.embedder = embedder
         self._shared: SharedCache | None | bool = False  # False: not opened yet
         self.lock_path: str | None = store.path  # None: a private store (a rebuild's new copy) takes no lock
+        self.embed_limit: int | None = None  # the running sync's (see sync())
 
     @property
     def shared_cache(self) -> SharedCache | None:
@@ -162,17 +163,23 @@ class Syncer:
         self.store.set_meta("last_sync", time.time())
 
     # -- workspace -----------------------------------------------------------------------------------------------
-    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+    def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
+             embed_limit: int | None = None) -> SyncReport:
         """Bring the index up to date with the workspace. A settings change (model, chunking, tokenizer, dims) or
         ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``. Keyword first:
         chunks are stored (and searchable) before they are embedded; the sync holding the index's lock embeds
-        (:mod:`hybridmem.sync.lock`)."""
+        (:mod:`hybridmem.sync.lock`; ``wait``: wait for that lock, as ``hybridmem index`` does). ``embed_limit``:
+        leave the vectors to a later sync when more chunks than this wait for one (a search's quick sync)."""
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         if self.store.read_only:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
-        with try_sync_lock(self.lock_path):
-            return self._sync(force, progress)
+        self.embed_limit = embed_limit
+        try:
+            with try_sync_lock(self.lock_path, wait=wait):
+                return self._sync(force, progress)
+        finally:
+            self.embed_limit = None
 
     def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
         full = force or self.needs_full_reindex()
@@ -244,7 +251,8 @@ class Syncer:
         pending = not changed and self.identity()[3] > 0 and self.store.pending_count() > 0
         embedder = self.embedder.get() if changed or pending else None
         apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress,
-                        shared=self.shared_cache if embedder is not None else None, lock_path=self.lock_path)
+                        shared=self.shared_cache if embedder is not None else None, lock_path=self.lock_path,
+                        embed_limit=self.embed_limit)
         if not catch_up or changed or deleted:
             self._bump()
         counts = self.store.counts()
