@@ -204,6 +204,10 @@ class Syncer:
             report.warnings.append(reason)
         return self._incremental(report, force, progress)
 
+    def _shared_for(self, embedder: Any) -> SharedCache | None:
+        """The shared cache for this embedder's vectors (not opened, so not created, for one that keeps out)."""
+        return self.shared_cache if embedder is not None and embedder.shared_cache else None
+
     def _build(self, tmp: Store, progress: Progress | None) -> SyncReport:
         """Index the whole workspace into ``tmp`` (a full reindex's new copy; this sync's lock covers it)."""
         builder = Syncer(tmp, self.settings, self.workspace, self.embedder)
@@ -251,7 +255,7 @@ class Syncer:
         pending = not changed and self.identity()[3] > 0 and self.store.pending_count() > 0
         embedder = self.embedder.get() if changed or pending else None
         apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress,
-                        shared=self.shared_cache if embedder is not None else None, lock_path=self.lock_path,
+                        shared=self._shared_for(embedder), lock_path=self.lock_path,
                         embed_limit=self.embed_limit)
         if not catch_up or changed or deleted:
             self._bump()
@@ -298,7 +302,7 @@ class Syncer:
         full = self.prepare_full_reindex()
         embedder = self.embedder.get()
         report = sync_documents(self.store, self.settings, embedder, documents, prune, progress,
-                                shared=self.shared_cache if embedder is not None else None)
+                                shared=self._shared_for(embedder))
         report.full_reindex = full
         self._bump()
         return report
