@@ -74,7 +74,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
     with idx_cm as idx:
-        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json))
+        from hybridmem.sync import sync_running
+
+        if sync_running(str(idx.index_path)):
+            print("note: another process is indexing this workspace; waiting for it", file=sys.stderr, flush=True)
+        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json), wait=True)
         status = idx.status()
     out = {**report.to_dict(), "provider": status["provider"], "model": status["model"], "dims": status["dims"],
            "index_path": status["index_path"]}
@@ -176,7 +180,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.sync and idx.read_only:
             print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
-            idx.sync()
+            _sync_unless_busy(idx)
         cfg = _rank_config(args, idx.settings.ranking)
         resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,
                           session=args.session)
@@ -197,6 +201,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
     if resp.notice:
         print(f"note: {resp.notice}", file=sys.stderr)
+    if resp.vectors_note:
+        print(f"note: {resp.vectors_note}", file=sys.stderr)
     if args.explain:
         print()
         print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
@@ -218,6 +224,22 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+SEARCH_EMBED_LIMIT = 64  # a search's sync embeds a few changed chunks itself; more wait for `hybridmem index`
+
+
+def _sync_unless_busy(idx: Any) -> None:
+    """Sync before a search, unless another process is indexing: then search what it has stored so far (keywords
+    for every stored chunk, vectors for the embedded ones) rather than index the same files a second time. The
+    search's own sync stores every change (keyword first) but embeds only up to :data:`SEARCH_EMBED_LIMIT` chunks."""
+    from hybridmem.sync import sync_running
+
+    if sync_running(str(idx.index_path)):
+        print(f"note: not synced: another process is indexing {idx.index_path}; searching what it has stored so far",
+              file=sys.stderr)
+        return
+    idx.sync(embed_limit=SEARCH_EMBED_LIMIT)
+
+
 @command("recall")
 def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
@@ -225,7 +247,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
     with open_index(args) as idx:
         if args.sync:
-            idx.sync()
+            _sync_unless_busy(idx)
         block = recall(idx, args.message)
     if args.json:
         print_json({"message": args.message, "context": block, "injected": bool(block)})
@@ -305,9 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     # with hybridmem.commands (never with this module, which imports them). Imported here: only a run needs them.
     from hybridmem.bench import add_parsers as bench_parsers
     from hybridmem.eval.cli import add_parsers as eval_parsers
+    from hybridmem.cachecli import add_parsers as cache_parsers
     from hybridmem.serve.cli import add_parsers as serve_parsers
 
-    for add_parsers in (eval_parsers, bench_parsers, serve_parsers):
+    for add_parsers in (eval_parsers, bench_parsers, serve_parsers, cache_parsers):
         add_parsers(sub)
     return p
 

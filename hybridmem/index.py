@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -31,6 +32,7 @@ from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import session_prefix
 from hybridmem.store import Store
 from hybridmem.sync import Progress, SyncReport, Syncer
+from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
 _AUTO = "auto"
@@ -102,13 +104,16 @@ class MemoryIndex:
         return True
 
     # -- sync ----------------------------------------------------------------------------------------------------
-    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+    def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
+             embed_limit: int | None = None) -> SyncReport:
         """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
 
         A settings change (model, chunking, tokenizer, dims) triggers a full (atomic) reindex; ``force`` does too.
+        Keyword first: chunks are searchable by keyword once stored, vectors follow (:meth:`vector_progress`);
+        ``wait`` and ``embed_limit``: see :meth:`hybridmem.sync.Syncer.sync`.
         """
         with self._lock:
-            report = self.syncer.sync(force=force, progress=progress)
+            report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit)
             self.retriever.drop_caches()
             lost = self.store.file_lost()
             if lost:  # SQLite wrote into an unlinked file: nothing was saved
@@ -158,6 +163,11 @@ class MemoryIndex:
                               scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors, timings=timings)
         t0 = time.perf_counter()
         ranking = rank(cands, cfg, now=now)
+        vectors, vectors_note = self.vector_progress()
+        if vectors_note and cands.vector_searched and not ranking.hits:
+            # keyword first: chunks still waiting for their vector score 0 on the vector leg, so the order and the
+            # answer gate would pass them over; while embedding lags, an empty answer falls back to the keyword leg
+            ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
         timings["rank"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - t_all) * 1000
         name, model, _, _ = self.syncer.identity()
@@ -165,8 +175,20 @@ class MemoryIndex:
         return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
             query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
-            candidates=cands, notice=notice,
+            candidates=cands, notice=notice, vectors=vectors,
+            vectors_note=vectors_note if cfg.vector_weight > 0 else None,
         )
+
+    def vector_progress(self) -> tuple[dict[str, int] | None, str | None]:
+        """``({"embedded": N, "total": M}, note)``: how many chunks have their vector (None for a keyword-only
+        index), and "vectors for N of M chunks ..." while embedding has not caught up (else None). Counted once per
+        index generation."""
+        gen = self.store.generation()
+        if getattr(self, "_vector_progress", (None,))[0] != gen:
+            counts = self.store.counts()
+            dims = int(self.store.get_meta("dims", "0") or 0)
+            self._vector_progress = (gen, vector_progress(counts["embedded_chunks"], counts["chunks"], dims))
+        return self._vector_progress[1]
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:
@@ -185,8 +207,10 @@ class MemoryIndex:
         return self.retriever.vectors()
 
     def cached_query_vectors(self, texts: Sequence[str], embedder: Embedder) -> tuple[dict[str, np.ndarray], int]:
-        """Vectors of ``texts`` as queries, through the index's embedding cache; and how many were embedded."""
-        return self.retriever.cached_query_vectors(texts, embedder)
+        """Vectors of ``texts`` as queries, through the index's embedding cache and the user-level one; and how many
+        were embedded."""
+        shared = self.syncer.shared_cache if getattr(embedder, "shared_cache", False) else None
+        return self.retriever.cached_query_vectors(texts, embedder, shared)
 
     def wait_for_copies(self) -> None:
         """Block until the in-memory copies being built in the background are done (benchmarks, tests)."""
@@ -217,6 +241,7 @@ class MemoryIndex:
             "fallback_reason": self.fallback_reason if loaded else None,
             "query_embedding": getattr(self._embedder.current, "runtime", None) if loaded else None,
             "last_sync_report": self.last_sync.to_dict() if self.last_sync else None, "read_only": store.read_only,
+            **_vectors_status(self.vector_progress()),
         }
 
     def check(self) -> list[str]:
@@ -244,3 +269,8 @@ class MemoryIndex:
     def chunk_paths(self) -> dict[int, str]:
         """Chunk id -> file path (a document's id in an index of documents)."""
         return self.store.chunk_paths()
+
+
+def _vectors_status(progress: tuple[dict[str, int] | None, str | None]) -> dict[str, Any]:
+    vectors, note = progress
+    return {"vectors": vectors, **({"vectors_note": note} if note else {})}

@@ -210,6 +210,8 @@ class SearchResponse:
     config: "RankConfig"
     candidates: Candidates | None = field(default=None, repr=False)
     notice: str | None = None  # what the search changed in the query (cut to tokenizer.max_query_chars)
+    vectors: dict[str, int] | None = None  # {"embedded": N, "total": M} chunks (None: a keyword-only index)
+    vectors_note: str | None = None  # "vectors for N of M chunks ..." while embedding has not caught up
 
     def to_dict(self, citations: bool = True) -> dict[str, Any]:
         results = []
@@ -235,4 +237,8 @@ class SearchResponse:
         }
         if self.notice:
             out["notice"] = self.notice
+        if self.vectors is not None:
+            out["vectors"] = dict(self.vectors)
+        if self.vectors_note:
+            out["vectors_note"] = self.vectors_note
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,9 @@ if os.environ.get("CI"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Never the real user cache (~/.cache/hybridmem): the shared embedding cache and e5's ONNX graph go to a folder of
+# this test run (subprocesses inherit it). HYBRIDMEM_TEST_CACHE_DIR keeps one between runs.
+os.environ["HYBRIDMEM_CACHE_DIR"] = os.environ.get("HYBRIDMEM_TEST_CACHE_DIR") or tempfile.mkdtemp(prefix="hm-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo-memory"

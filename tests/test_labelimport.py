@@ -4,6 +4,7 @@ workspace, duplicate ids refused, linear in size, and imports run at once (separ
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_four_imports_at_once_all_land(tmp_path: Path) -> None:
     from hybridmem.eval import labelsources  # noqa: F401 - warm the import cache the children share
 
     procs = [subprocess.Popen([sys.executable, "-c", script, str(go), str(_qmd(tmp_path / f"p{k}.json", 25, f"p{k}-")),
-                               str(ws)], stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT)})
+                               str(ws)], stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": str(ROOT), "HYBRIDMEM_CACHE_DIR": os.environ["HYBRIDMEM_CACHE_DIR"]})
              for k in range(4)]
     time.sleep(1.0)  # every child is waiting for the go file
     go.write_text("")

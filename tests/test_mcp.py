@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +30,8 @@ from hybridmem.tools import NOTHING_FOUND  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo-memory" / "workspace"
 LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"
-ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+       "HYBRIDMEM_CACHE_DIR": os.environ["HYBRIDMEM_CACHE_DIR"]}  # never the real user cache (conftest.py)
 FILE = "memory/2026-10-02.md"
 
 

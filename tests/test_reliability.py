@@ -110,7 +110,7 @@ def test_generation_never_goes_back_and_every_chunk_commit_bumps_it(tmp_path: Pa
         (ws / "memory" / "note-2.md").unlink()
         idx.sync()
         g1 = idx.store.generation()
-        assert g1 == g0 + 3  # one delete, one write batch, the end of the sync
+        assert g1 == g0 + 4  # one delete, one write batch (keyword first), one embed batch, the end of the sync
         idx.sync(force=True)
         assert idx.store.generation() > g1
 
@@ -330,9 +330,13 @@ def test_a_huge_file_saves_its_embeddings_as_it_goes_and_resumes(tmp_path: Path)
         embeds = [d for stage, d, _ in seen if stage == "embed"]
         assert embeds == sorted(embeds) and embeds[-1] >= saved  # progress inside the one file
         total = seen[-1][2]
+        # keyword first: every chunk was stored before embedding began, the finished slices with their vectors
+        assert idx.vector_progress()[0] == {"embedded": saved, "total": total}
+        assert idx.store.pending_count() == total - saved
     with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
-        report = idx.sync()
-        assert (report.embedded, report.cache_hits, report.chunks) == (total - saved, saved, total)
+        report = idx.sync()  # the file is unchanged: only its pending chunks are embedded
+        assert (report.embedded, report.chunks) == (total - saved, total)
+        assert idx.vector_progress() == ({"embedded": total, "total": total}, None)
 
 
 def test_get_past_max_file_bytes_says_what_was_not_indexed(tmp_path: Path) -> None:

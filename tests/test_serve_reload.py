@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,8 @@ from hybridmem.index import MemoryIndex  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo-memory" / "workspace"
 LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"
-ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+       "HYBRIDMEM_CACHE_DIR": os.environ["HYBRIDMEM_CACHE_DIR"]}  # never the real user cache (conftest.py)
 QUERY = "retry backoff payment_processor"
 
 

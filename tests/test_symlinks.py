@@ -21,7 +21,8 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"
-ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+ENV = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+       "HYBRIDMEM_CACHE_DIR": os.environ["HYBRIDMEM_CACHE_DIR"]}  # never the real user cache (conftest.py)
 
 
 @pytest.fixture()

@@ -91,6 +91,8 @@ ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
     ("end-to-end without query embedding p50, 10k", "e2e_no_embed_p50_ms_10k", "", None, "ms", "", None),
     ("end-to-end without query embedding p50, 100k", "e2e_no_embed_p50_ms_100k", "", None, "ms", "", None),
     ("cold indexing", "index_chunks_per_s", "raw model encode", "encode_raw_texts_per_s", "chunks/s", "", None),
+    ("cold indexing: keyword leg searchable after (first write batch)", "index_keyword_first_s", "whole sync",
+     "index_cold_s", "s", "", None),
     ("indexing overhead (sync / encode)", "index_overhead_ratio", "", None, "x", "<= 1.10", lambda v: v <= 1.10),
     ("warm re-sync, unchanged 10k chunks", "warm_resync_s_10k", "cold sync, hash embedder", "resync_cold_hash_s", "s",
      "< 2 s", lambda v: v < 2),

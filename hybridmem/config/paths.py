@@ -1,4 +1,5 @@
-"""Where a workspace and its index are: the one resolution the facade and the CLI share.
+"""Where things live: a workspace and its index (the one resolution the facade and the CLI share), and the user-level
+cache folder shared by every workspace and checkout.
 
 Example:
     >>> from hybridmem.config import Settings
@@ -10,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,8 @@ from hybridmem.errors import WorkspaceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybridmem.config.settings import Settings
+
+CACHE_ENV = "HYBRIDMEM_CACHE_DIR"
 
 
 def default_index_path(workspace: str | Path) -> Path:
@@ -56,3 +60,20 @@ def resolve_index_path(index_path: str | Path | None, workspace: Path | None, se
             raise WorkspaceError("an index path is needed when there is no workspace")
         index_path = default_index_path(workspace)
     return Path(index_path) if str(index_path) != ":memory:" else str(index_path)
+
+
+def user_cache_dir(setting: str = "") -> Path:
+    """The user-level cache folder: ``$HYBRIDMEM_CACHE_DIR``, else the ``setting`` (``embedding.shared_cache_dir``)
+    when given, else ``$XDG_CACHE_HOME/hybridmem``, else ``~/.cache/hybridmem``.
+
+    Example:
+        >>> os.environ[CACHE_ENV] = "/tmp/hm-cache"; str(user_cache_dir())
+        '/tmp/hm-cache'
+    """
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    if setting:
+        return Path(setting).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "hybridmem"

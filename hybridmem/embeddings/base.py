@@ -46,8 +46,17 @@ class Embedder(ABC):
     def dims(self) -> int:
         """Vector dimensionality."""
 
+    # Whether vectors go to the user-level cache shared by every workspace (store/shared_cache.py). The test
+    # embedders say False: their vectors are free, and a test counting embed calls must not see another test's.
+    shared_cache: bool = True
+
     @property
     def provider_key(self) -> str:
+        return ""
+
+    @property
+    def weights_hash(self) -> str:
+        """A hash of the model file the vectors come from (the shared cache's key), or "" when unknown."""
         return ""
 
     @abstractmethod

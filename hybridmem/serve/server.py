@@ -32,10 +32,12 @@ _HIT = {"type": "object", "properties": {
     "citation": {"type": "string"}, "path": {"type": "string"}, "start_line": {"type": "integer"},
     "end_line": {"type": "integer"}, "score": {"type": "number"}, "snippet": {"type": "string"},
     "source": {"type": "string"}}, "required": ["path", "start_line", "end_line", "score", "snippet"]}
+_VECTORS = {"type": ["object", "null"], "properties": {"embedded": {"type": "integer"}, "total": {"type": "integer"}}}
 SEARCH_OUTPUT = {"type": "object", "properties": {
     "query": {"type": "string"}, "results": {"type": "array", "items": _HIT}, "search_id": {"type": "string"},
     "provider": {"type": "string"}, "model": {"type": "string"}, "fallback": {"type": "boolean"},
-    "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}, "notice": {"type": "string"}},
+    "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}, "notice": {"type": "string"},
+    "vectors": _VECTORS, "vectors_note": {"type": "string"}},
     "required": ["query", "results"]}
 GET_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},
@@ -43,7 +45,7 @@ GET_OUTPUT = {"type": "object", "properties": {
 STATUS_OUTPUT = {"type": "object", "properties": {
     "files": {"type": "integer"}, "chunks": {"type": "integer"}, "provider": {"type": "string"},
     "model": {"type": "string"}, "model_loaded": {"type": "boolean"}, "last_sync": {"type": ["string", "null"]},
-    "sync_running": {"type": "boolean"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
+    "sync_running": {"type": "boolean"}, "vectors": _VECTORS, "vectors_note": {"type": "string"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
 WRITE_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
     "bytes": {"type": "integer"}, "indexed": {"type": "boolean"}, "index_error": {"type": "string"},
@@ -76,7 +78,7 @@ def tool_list(service: MemoryService, allow_write: bool) -> list[types.Tool]:
 def render(name: str, out: dict[str, Any]) -> str:
     """The text rendering of a result (what a host that ignores structured content shows the model)."""
     if name == "memory_search":
-        notice = [f"(note: {out['notice']})"] if out.get("notice") else []
+        notice = [f"(note: {out[k]})" for k in ("notice", "vectors_note") if out.get(k)]
         if not out["results"]:
             return "\n\n".join([out.get("message") or NOTHING_FOUND, *notice])
         parts = [f"{r.get('citation', r['path'])} (score {r['score']:.2f})\n{r['snippet']}" for r in out["results"]]

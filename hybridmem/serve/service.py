@@ -26,6 +26,7 @@ from hybridmem.config import Settings, load_settings
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.index import MemoryIndex
 from hybridmem.querylog import QueryLog, log_path, ranking_hash
+from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
 LOADING_REASON = "the embedding model is still loading: keyword-only"
@@ -212,10 +213,12 @@ class MemoryService:
         return {
             "workspace": s["workspace"], "files": s.get("files", 0), "chunks": s.get("chunks", 0),
             "provider": s["provider"], "model": s["model"], "model_loaded": self._model_ready.is_set(),
-            "last_sync": _iso(s["last_sync"]), "sync_running": bool(watcher and watcher.coordinator.busy),
+            "last_sync": _iso(s["last_sync"]), "sync_running": bool(watcher and watcher.coordinator.busy)
+            or sync_running(str(s["index_path"])),
             "dirty": s["dirty"], "watching": watcher is not None, "settings_hash": s["settings_hash"],
             "ranking_hash": ranking_hash(self.settings.ranking), "query_log": str(self.log.path)
             if self.log.enabled else None, "settings_error": self.settings_error,
+            "vectors": s.get("vectors"), **({"vectors_note": s["vectors_note"]} if s.get("vectors_note") else {}),
         }
 
     def close(self) -> None:

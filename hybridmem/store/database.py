@@ -33,6 +33,7 @@ from hybridmem.store.connection import (
     refuse_non_index,
 )
 from hybridmem.store.health import HealthMixin
+from hybridmem.store.pending import PendingMixin
 from hybridmem.store.schema import MIGRATIONS
 
 def _creatable(path: Path) -> None:
@@ -49,7 +50,7 @@ def _creatable(path: Path) -> None:
 _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
 
-class Store(EmbeddingCacheMixin, HealthMixin):
+class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin):
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
     def __init__(self, path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS) -> None:

@@ -18,6 +18,9 @@ from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
 from hybridmem.records import Document
 from hybridmem.store import Store
+from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.lock import try_sync_lock
+from hybridmem.sync.pending import EMBED_BATCH, TOKENS_STAGE, cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
@@ -72,8 +75,7 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> P
     return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
 
 
-EMBED_COMMIT_CHUNKS = 512
-TOKENS_STAGE = "embed-tokens"  # progress(TOKENS_STAGE, tokens, 0): tokens embedded so far in this sync  # texts embedded between two commits of the embedding cache
+EMBED_COMMIT_CHUNKS = EMBED_BATCH  # texts embedded between two commits of the embedding cache
 
 
 def embed_with_cache(
@@ -117,30 +119,62 @@ def apply_documents(
     report: SyncReport,
     progress: Progress | None = None,
     batch_files: int = 256,
+    shared: SharedCache | None = None,
+    lock_path: str | None = None,
+    embed_limit: int | None = None,
 ) -> None:
-    """Write changed documents (with their file rows) and remove deleted paths.
+    """Write changed documents (with their file rows), remove deleted paths, then embed what has no vector yet.
 
-    Embedding happens before each write transaction, so a crash leaves either the old or the new rows of a file.
+    Keyword first: each batch of files is stored with its chunks and FTS rows in one transaction, with the vectors the
+    caches already hold; chunks without one are pending, and :func:`~hybridmem.sync.pending.embed_pending` embeds
+    them after every file is searchable by keyword. A crash leaves either the old or the new rows of a file, and
+    pending chunks that the next sync embeds.
     """
     for path in deleted:
         with store.transaction():
             store.delete_file(path)
             store.bump_generation()
     total = len(changed)
-    for start in range(0, total, batch_files):
-        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start : start + batch_files]]
+    for start, stop in _batches(total, batch_files):
+        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
-            texts = {c["hash"]: c["text"] for p, _ in batch for c in p.chunks}
-            vectors, n_embedded, hits = embed_with_cache(store, embedder, texts, progress)
-            report.embedded += n_embedded
-            report.cache_hits += hits
+            hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
+            vectors, _ = cached_vectors(store, embedder, hashes, shared)
+            report.cache_hits += len(vectors)
         with store.transaction():
             for p, meta in batch:
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
             store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
-            progress("index", min(start + batch_files, total), total)
+            progress("index", stop, total)
+    if embedder is None:
+        return
+    waiting = store.pending_count()
+    if embed_limit is not None and waiting > embed_limit:
+        report.warnings.append(f"{waiting:,} chunks wait for their vector (searchable by keyword now); "
+                               "`hybridmem index` embeds them")
+        return
+    with try_sync_lock(lock_path) as held:  # held already when this sync took it; else free again, or another's
+        if not held:
+            if waiting:
+                report.warnings.append(f"another process is indexing {store.path}: it embeds the {waiting:,} "
+                                       "chunks still without a vector (searchable by keyword now)")
+            return
+        n_embedded, hits = embed_pending(store, embedder, shared, progress)
+    report.embedded += n_embedded
+    report.cache_hits += hits
+
+
+def _batches(total: int, size: int, first: int = 16) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the write batches: ``first`` files, doubling up to ``size`` (the first keyword answers
+    come after one small commit; later batches amortize their transactions)."""
+    out, start, n = [], 0, min(first, size)
+    while start < total:
+        out.append((start, min(start + n, total)))
+        start += n
+        n = min(2 * n, size)
+    return out
 
 
 def file_row(doc: Document, doc_hash: str, abspath: str | None, size: int, mtime: float) -> dict:
@@ -157,6 +191,7 @@ def sync_documents(
     documents: Iterable[Document],
     prune: bool = True,
     progress: Progress | None = None,
+    shared: SharedCache | None = None,
 ) -> SyncReport:
     """Index an iterable of in-memory documents incrementally (by document hash); delete missing ones if ``prune``."""
     t0 = time.perf_counter()
@@ -180,7 +215,7 @@ def sync_documents(
         changed.append((doc, file_row(doc, h, None, len(doc.text), doc.mtime)))
     deleted = [p for p in known if p not in seen] if prune else []
     report.deleted = len(deleted)
-    apply_documents(store, settings, embedder, changed, deleted, report, progress)
+    apply_documents(store, settings, embedder, changed, deleted, report, progress, shared=shared)
     counts = store.counts()
     report.files, report.chunks = counts["files"], counts["chunks"]
     report.seconds = time.perf_counter() - t0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from hybridmem import sources as src
 from hybridmem.config import DEFAULT_PROVIDER, Settings, provider_model
@@ -27,8 +27,39 @@ from hybridmem.sync.documents import (
     file_row,
     sync_documents,
 )
+from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.lock import try_sync_lock
+from hybridmem.sync.pending import open_shared_cache
 from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
+
+
+_SKIPPED = object()  # Syncer._load: the file is no memory file any more (binary, empty after redaction...)
+
+
+class _LazyDocs(Sequence):
+    """The changed files of a sync: those already read, then new files read only when their write batch is cut
+    (``docs[start:stop]``), so the first batch is searchable before the last file is even read. A file that turns
+    out unreadable drops out of its batch."""
+
+    def __init__(self, loaded: list[tuple[Document, dict]], files: list[src.SourceFile],
+                 load: Callable[[src.SourceFile], Any]) -> None:
+        self._loaded, self._files, self._load = loaded, files, load
+
+    def __len__(self) -> int:
+        return len(self._loaded) + len(self._files)
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        start, stop, _ = index.indices(len(self))
+        out = self._loaded[start:stop]
+        n = len(self._loaded)
+        for sf in self._files[max(start - n, 0) : max(stop - n, 0)]:
+            item = self._load(sf)
+            if isinstance(item, tuple):
+                out.append(item)
+        return out
 
 
 class ReadOnlyIndexError(HybridMemError):
@@ -56,6 +87,16 @@ class Syncer:
         self.settings = settings
         self.workspace = workspace
         self.embedder = embedder
+        self._shared: SharedCache | None | bool = False  # False: not opened yet
+        self.lock_path: str | None = store.path  # None: a private store (a rebuild's new copy) takes no lock
+        self.embed_limit: int | None = None  # the running sync's (see sync())
+
+    @property
+    def shared_cache(self) -> SharedCache | None:
+        """The user-level embedding cache (opened on first use), or None when the settings switch it off."""
+        if self._shared is False:
+            self._shared = open_shared_cache(self.settings)
+        return self._shared  # type: ignore[return-value]
 
     def identity(self) -> tuple[str, str, str, int]:
         """(provider, model, provider_key, dims) of the embedder, without loading a local model when the index
@@ -122,18 +163,29 @@ class Syncer:
         self.store.set_meta("last_sync", time.time())
 
     # -- workspace -----------------------------------------------------------------------------------------------
-    def sync(self, force: bool = False, progress: Progress | None = None) -> SyncReport:
+    def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
+             embed_limit: int | None = None) -> SyncReport:
         """Bring the index up to date with the workspace. A settings change (model, chunking, tokenizer, dims) or
-        ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``."""
+        ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``. Keyword first:
+        chunks are stored (and searchable) before they are embedded; the sync holding the index's lock embeds
+        (:mod:`hybridmem.sync.lock`; ``wait``: wait for that lock, as ``hybridmem index`` does). ``embed_limit``:
+        leave the vectors to a later sync when more chunks than this wait for one (a search's quick sync)."""
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         if self.store.read_only:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
+        self.embed_limit = embed_limit
+        try:
+            with try_sync_lock(self.lock_path, wait=wait):
+                return self._sync(force, progress)
+        finally:
+            self.embed_limit = None
+
+    def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
         full = force or self.needs_full_reindex()
         reason = self.rebuild_reason() if full else None
         if full and self.store.path != ":memory:":
-            report = atomic_reindex(self.store, lambda tmp: Syncer(tmp, self.settings, self.workspace,
-                                                                   self.embedder).sync(progress=progress))
+            report = atomic_reindex(self.store, lambda tmp: self._build(tmp, progress))
             if reason:
                 report.warnings.insert(0, reason)
             if not self.needs_full_reindex():
@@ -152,6 +204,17 @@ class Syncer:
             report.warnings.append(reason)
         return self._incremental(report, force, progress)
 
+    def _shared_for(self, embedder: Any) -> SharedCache | None:
+        """The shared cache for this embedder's vectors (not opened, so not created, for one that keeps out)."""
+        return self.shared_cache if embedder is not None and embedder.shared_cache else None
+
+    def _build(self, tmp: Store, progress: Progress | None) -> SyncReport:
+        """Index the whole workspace into ``tmp`` (a full reindex's new copy; this sync's lock covers it)."""
+        builder = Syncer(tmp, self.settings, self.workspace, self.embedder)
+        builder._shared = self._shared if self._shared is not False else self.shared_cache
+        builder.lock_path = None
+        return builder._sync(False, progress)
+
     def _incremental(self, report: SyncReport, force: bool, progress: Progress | None,
                      catch_up: bool = False) -> SyncReport:
         """The incremental sync (``catch_up``: right after a full reindex, so a pass that changes nothing leaves the
@@ -164,6 +227,7 @@ class Syncer:
         found = src.discover(self.workspace, self.settings.sources, report.warnings)
         seen: set[str] = set()
         changed: list[tuple[Document, dict]] = []
+        fresh: list[src.SourceFile] = []  # new files: read batch by batch while writing (keyword first)
         for sf in found:
             seen.add(sf.path)
             old = known.get(sf.path)
@@ -173,37 +237,57 @@ class Syncer:
             if old and sf.source == "sessions" and self._defer_session(sf, old):
                 report.deferred += 1  # a growing transcript waits for 100 KB or 50 new messages
                 continue
-            try:
-                loaded = src.load(sf, self.settings.sources)
-            except OSError as exc:
-                report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+            if not old:
+                fresh.append(sf)
                 continue
-            if loaded.warning:
-                report.warnings.append(f"{sf.path}: {loaded.warning}")
-            if loaded.document is None:
+            item = self._load(sf, old, report)
+            if item is None:
+                continue
+            if item is _SKIPPED:
                 seen.discard(sf.path)
                 continue
-            h = document_hash(loaded.document)
-            row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
-            if old and old["hash"] == h:
-                report.unchanged += 1
-                self.store.touch_file(sf.path, sf.mtime, sf.size)
-                continue
-            if old:
-                report.changed += 1
-            else:
-                report.added += 1
-            changed.append((loaded.document, row))
+            changed.append(item)  # type: ignore[arg-type]
+        if fresh:
+            changed = _LazyDocs(changed, fresh, lambda sf: self._load(sf, None, report))  # type: ignore[assignment]
         deleted = [p for p in known if p not in seen]
         report.deleted = len(deleted)
-        embedder = self.embedder.get() if changed else None
-        apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress)
+        # pending: chunks stored without a vector by a sync that was stopped mid-embed (keyword first): resumed here
+        pending = not changed and self.identity()[3] > 0 and self.store.pending_count() > 0
+        embedder = self.embedder.get() if changed or pending else None
+        apply_documents(self.store, self.settings, embedder, changed, deleted, report, progress,
+                        shared=self._shared_for(embedder), lock_path=self.lock_path,
+                        embed_limit=self.embed_limit)
         if not catch_up or changed or deleted:
             self._bump()
         counts = self.store.counts()
         report.files, report.chunks = counts["files"], counts["chunks"]
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _load(self, sf: src.SourceFile, old: dict[str, Any] | None,
+              report: SyncReport) -> tuple[Document, dict] | object | None:
+        """Read, redact and hash one new or changed file: ``(document, file row)`` to write, None when there is
+        nothing to write (unreadable, or the same content), :data:`_SKIPPED` when it is no memory file any more."""
+        try:
+            loaded = src.load(sf, self.settings.sources)
+        except OSError as exc:
+            report.warnings.append(f"{sf.path}: cannot read ({exc.strerror or exc})")
+            return None
+        if loaded.warning:
+            report.warnings.append(f"{sf.path}: {loaded.warning}")
+        if loaded.document is None:
+            return _SKIPPED
+        h = document_hash(loaded.document)
+        row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
+        if old and old["hash"] == h:
+            report.unchanged += 1
+            self.store.touch_file(sf.path, sf.mtime, sf.size)
+            return None
+        if old:
+            report.changed += 1
+        else:
+            report.added += 1
+        return loaded.document, row
 
     def _defer_session(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
         sync = self.settings.sync
@@ -216,7 +300,9 @@ class Syncer:
     ) -> SyncReport:
         """Index in-memory documents (evaluation corpora) through the same pipeline as files."""
         full = self.prepare_full_reindex()
-        report = sync_documents(self.store, self.settings, self.embedder.get(), documents, prune, progress)
+        embedder = self.embedder.get()
+        report = sync_documents(self.store, self.settings, embedder, documents, prune, progress,
+                                shared=self._shared_for(embedder))
         report.full_reindex = full
         self._bump()
         return report

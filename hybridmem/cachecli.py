@@ -1,0 +1,71 @@
+"""``hybridmem cache stats|prune``: the user-level embedding cache shared by every workspace and checkout.
+
+Examples::
+
+    hybridmem cache stats                 # where it is, rows and bytes per model, the cap
+    hybridmem cache prune --max-mb 500    # least recently used rows first, down to 500 MB
+    hybridmem cache prune --older-than 90 # rows no sync has read for 90 days
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from hybridmem.commands import command, print_json
+from hybridmem.config import load_settings
+from hybridmem.store.shared_cache import SharedCache, default_path
+
+
+def add_parsers(sub: Any) -> None:
+    sp = sub.add_parser("cache", help="the shared embedding cache (stats, prune)")
+    sp.add_argument("action", choices=("stats", "prune"))
+    sp.add_argument("--config", default=None, help="settings TOML (embedding.shared_cache_dir, _max_mb)")
+    sp.add_argument("--workspace", default=None, help=argparse.SUPPRESS)
+    sp.add_argument("--max-mb", dest="max_mb", type=float, default=None,
+                    help="prune: keep at most this many megabytes (default: embedding.shared_cache_max_mb)")
+    sp.add_argument("--older-than", dest="older_than", type=float, default=None, metavar="DAYS",
+                    help="prune: also drop rows unused for DAYS days")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _mb(n: float) -> str:
+    return f"{n / (1 << 20):,.1f} MB"
+
+
+@command("cache")
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Show or prune the shared embedding cache."""
+    cfg = load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None)).embedding
+    cache = SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20)
+    try:
+        out: dict[str, Any] = {}
+        if args.action == "prune":
+            before = cache.stats()["bytes"]
+            # --max-mb 0 empties it; without --max-mb the configured cap (0 there: only --older-than prunes)
+            cap = cache.max_bytes if args.max_mb is None else max(1, int(args.max_mb * (1 << 20)))
+            out["removed"] = cache.prune(cap, args.older_than)
+            cache.vacuum()
+            out["freed_bytes"] = before - cache.stats()["bytes"]
+        out.update(cache.stats())
+    finally:
+        cache.close()
+    if not cfg.shared_cache:
+        out["note"] = "embedding.shared_cache = false: syncs neither read nor write this cache"
+    if args.json:
+        print_json(out)
+        return 0
+    if "removed" in out:
+        print(f"pruned {out['removed']:,} rows ({_mb(out['freed_bytes'])})")
+    print(f"{out['path']}: {out['rows']:,} vectors, {_mb(out['bytes'])} (cap {_mb(out['max_bytes'])}; file "
+          f"{_mb(out['file_bytes'])})")
+    for m in out["models"]:
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(m["last_used"])) if m["last_used"] else "-"
+        print(f"  {m['provider']} {m['model']} {m['provider_key']} weights {m['weights'] or '-'}: {m['rows']:,} "
+              f"vectors, {_mb(m['bytes'])}, last used {used}")
+    for key in ("error", "note"):
+        if out.get(key):
+            print(f"note: {out[key]}", file=sys.stderr)
+    return 0

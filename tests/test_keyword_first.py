@@ -1,0 +1,280 @@
+"""Issue 24: keyword first (chunks searchable before their vectors, embedding resumes after a kill, a search while
+another process indexes answers from what is stored) and the shared embedding cache (`hybridmem cache`)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridmem.cli import main as cli_main
+from hybridmem.embeddings.fake import HashEmbedder
+from hybridmem.index import MemoryIndex
+from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.lock import sync_running, try_sync_lock
+from hybridmem.sync.pending import EMBED_BATCH
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_ws(root: Path, files: int = 30, lines: int = 40) -> Path:
+    (root / "memory").mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Memory\nThe payment service retries with exponential backoff.\n")
+    for i in range(files):
+        body = "\n".join(f"topic {i} line {j}: the walrus{i} ledger holds entry {j} of quota {i * j}"
+                         for j in range(lines))
+        (root / "memory" / f"topic-{i:03d}.md").write_text(f"# Topic {i}\n{body}\n")
+    return root
+
+
+def test_chunks_are_searchable_by_keyword_before_their_vectors(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path / "ws")
+    seen: list[dict] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "embed" and not seen:  # the first embed batch runs: every chunk is stored, none embedded yet
+            with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as reader:
+                r = reader.search("walrus7 ledger", min_score=0.0, answer_threshold=0.0)
+                default = reader.search("walrus7 ledger")  # the default order and gate: the keyword leg answers
+                seen.append({"top": r.results[0].path, "vectors": r.vectors, "note": r.vectors_note,
+                             "default_top": default.results[0].path if default.results else None,
+                             "status": reader.status()["vectors"]})
+
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        report = idx.sync(progress=progress)
+        total = report.chunks
+        assert idx.vector_progress() == ({"embedded": total, "total": total}, None)
+        assert idx.status()["vectors"] == {"embedded": total, "total": total} and "vectors_note" not in idx.status()
+    first = seen[0]
+    assert first["top"] == first["default_top"] == "memory/topic-007.md"
+    assert first["vectors"] == {"embedded": 0, "total": total} == first["status"]
+    assert first["note"].startswith(f"vectors for 0 of {total:,} chunks")
+
+
+def test_a_second_sync_leaves_the_embedding_to_the_process_holding_the_lock(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path / "ws", files=5)
+    emb = HashEmbedder(dims=16)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        with try_sync_lock(str(idx.index_path) + "") as held:  # another "process" indexes (another thread's lock)
+            assert held
+            import threading
+
+            out: dict = {}
+            t = threading.Thread(target=lambda: out.update(r=idx.sync()))
+            t.start()
+            t.join(30)
+        report = out["r"]
+        assert emb.embedded == 0 and report.chunks > 0
+        assert any("another process is indexing" in w for w in report.warnings)
+        assert idx.search("walrus3", min_score=0.0, answer_threshold=0.0).results[0].path == "memory/topic-003.md"
+        before = emb.embedded  # the query's vector
+        idx.sync()  # the lock is free again: the pending chunks are embedded, nothing else
+        assert emb.embedded - before == report.chunks and idx.store.pending_count() == 0
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from hybridmem.index import MemoryIndex
+    from hybridmem.embeddings.fake import HashEmbedder
+
+    class Slow(HashEmbedder):
+        def embed_batch(self, texts, is_query=False):
+            time.sleep(0.05)
+            return super().embed_batch(texts, is_query)
+
+    idx = MemoryIndex(sys.argv[1], embedder=Slow(dims=16))
+    def progress(stage, done, total):
+        if stage == "embed" and done >= 300:
+            print("embedding", flush=True)
+    idx.sync(progress=progress)
+    print("done", flush=True)
+    """
+)
+
+
+def test_kill_9_mid_embed_then_the_next_sync_resumes_where_it_stopped(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path / "ws", files=60, lines=600)
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    line = proc.stdout.readline().strip()  # type: ignore[union-attr]
+    assert line == "embedding", proc.stderr.read()  # type: ignore[union-attr]
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    emb = HashEmbedder(dims=16)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        c = idx.store.consistency()
+        assert c["quick_check"] and c["chunks"] == c["fts_rows"] and c["vec_rows"] == c["embedded"]
+        assert EMBED_BATCH <= c["embedded"] < c["chunks"]  # killed mid-embed: whole batches kept, the rest pending
+        assert not sync_running(str(idx.index_path))  # the lock died with the process
+        r = idx.search("walrus59 ledger entry 3", min_score=0.0, answer_threshold=0.0)
+        assert r.results and r.vectors == {"embedded": c["embedded"], "total": c["chunks"]} and r.vectors_note
+        pending = idx.store.pending_count()
+        report = idx.sync()
+        assert (report.added, report.changed, report.embedded) == (0, 0, pending)  # only the pending chunks
+        assert emb.embedded == pending + 1  # and the one query
+        c2 = idx.store.consistency()
+        assert c2["embedded"] == c2["vec_rows"] == c2["chunks"] == c["chunks"]
+        # the resumed vectors are the ones a clean build gives
+        ids, mat, _, paths = idx.store.load_vectors("hash", "hash-v1", "")
+    with MemoryIndex(tmp_path / "ws", index_path=tmp_path / "clean.sqlite", embedder=HashEmbedder(dims=16)) as clean:
+        clean.sync()
+        ids2, mat2, _, paths2 = clean.store.load_vectors("hash", "hash-v1", "")
+    assert sorted(paths) == sorted(paths2) and np.allclose(np.sort(mat, axis=0), np.sort(mat2, axis=0))
+
+
+def test_cli_search_while_another_process_indexes_answers_from_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    ws = make_ws(tmp_path / "ws", files=4)
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n')
+    assert cli_main(["index", str(ws), "--json"]) == 0
+    (ws / "memory" / "late.md").write_text("# Late\nthe narwhal budget arrived late\n")
+    capsys.readouterr()
+    with try_sync_lock(str(ws / ".hybridmem" / "index.sqlite")):
+        import threading
+
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.update(rc=cli_main(["search", "walrus2 ledger", str(ws), "--json"])))
+        t.start()
+        t.join(30)
+    captured = capsys.readouterr()
+    assert out["rc"] == 0 and "another process is indexing" in captured.err
+    assert json.loads(captured.out)["results"][0]["path"] == "memory/topic-002.md"
+    assert cli_main(["search", "narwhal budget", str(ws), "--json"]) == 0  # free again: it syncs first
+    assert json.loads(capsys.readouterr().out)["results"][0]["path"] == "memory/late.md"
+
+
+# -- the shared embedding cache ------------------------------------------------------------------------------------
+
+
+class SharedHash(HashEmbedder):
+    shared_cache = True
+
+    @property
+    def weights_hash(self) -> str:
+        return "w1"
+
+
+def test_a_second_index_of_the_same_texts_embeds_nothing_with_the_shared_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HYBRIDMEM_CACHE_DIR", str(tmp_path / "uc"))
+    ws = make_ws(tmp_path / "ws", files=6)
+    first, second = SharedHash(dims=16), SharedHash(dims=16)
+    with MemoryIndex(ws, index_path=tmp_path / "a.sqlite", embedder=first) as idx:
+        r1 = idx.sync()
+    with MemoryIndex(ws, index_path=tmp_path / "b.sqlite", embedder=second) as idx:  # a second checkout
+        r2 = idx.sync()
+        assert idx.vector_progress()[0] == {"embedded": r2.chunks, "total": r2.chunks}
+    assert r1.embedded == r1.chunks > 0 and first.embedded == r1.chunks
+    assert r2.embedded == 0 and second.embedded == 0 and r2.cache_hits == r2.chunks
+    other = SharedHash(dims=16, model="hash-v2")  # another model never reads these rows
+    with MemoryIndex(ws, index_path=tmp_path / "c.sqlite", embedder=other) as idx:
+        assert idx.sync().embedded == r1.chunks
+
+
+def test_shared_cache_lru_prune_and_stats(tmp_path: Path) -> None:
+    cache = SharedCache(tmp_path / "c" / "embeddings.sqlite", max_bytes=0)
+    key = ("p", "m", "k", "w")
+    vec = np.ones(16, np.float32)
+    for i in range(10):
+        cache.put(key, {f"h{i}": vec * i})
+        time.sleep(0.002)
+    cache.get(key, ["h0", "h1"])  # read now: the most recently used
+    st = cache.stats()
+    assert st["rows"] == 10 and st["models"][0]["rows"] == 10
+    row = st["bytes"] // 10
+    removed = cache.prune(4 * row)
+    assert removed == 6 and set(cache.get(key, [f"h{i}" for i in range(10)])) == {"h0", "h1", "h8", "h9"}
+    assert np.allclose(cache.get(key, ["h9"])["h9"], vec * 9)
+    assert cache.get(("p", "m", "k", "other"), ["h9"]) == {}
+    capped = SharedCache(tmp_path / "c" / "embeddings.sqlite", max_bytes=3 * row)  # the cap prunes on put
+    capped.put(key, {"new": vec})
+    assert capped.stats()["rows"] <= 3 and "new" in capped.get(key, ["new"])
+
+
+def test_shared_cache_that_cannot_be_opened_never_fails_a_sync(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    cache = SharedCache(blocker / "embeddings.sqlite")
+    assert not cache.available and "unavailable" in (cache.error or "")
+    cache.put(("p", "m", "k", "w"), {"h": np.ones(4, np.float32)})
+    assert cache.get(("p", "m", "k", "w"), ["h"]) == {}
+
+
+def test_cache_cli_stats_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDMEM_CACHE_DIR", str(tmp_path / "uc"))
+    ws = make_ws(tmp_path / "ws", files=3)
+    with MemoryIndex(ws, embedder=SharedHash(dims=16)) as idx:
+        chunks = idx.sync().chunks
+    assert cli_main(["cache", "stats", "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["path"] == str(tmp_path / "uc" / "embeddings.sqlite") and st["rows"] == chunks
+    assert st["models"][0]["model"] == "hash-v1"
+    assert cli_main(["cache", "stats"]) == 0
+    assert f"{chunks:,} vectors" in capsys.readouterr().out
+    assert cli_main(["cache", "prune", "--max-mb", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["removed"] == chunks and out["rows"] == 0
+
+
+def test_a_search_sync_stores_everything_but_embeds_only_a_few_chunks(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path / "ws", files=6)
+    emb = HashEmbedder(dims=16)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        report = idx.sync(embed_limit=3)  # what `hybridmem search` does before answering
+        assert report.chunks > 3 and emb.embedded == 0 and idx.store.pending_count() == report.chunks
+        assert any("`hybridmem index` embeds them" in w for w in report.warnings)
+        (ws / "memory" / "new.md").write_text("# New\nthe okapi memo\n")
+        idx.sync()  # no limit: the new file and the earlier pending chunks
+        assert idx.store.pending_count() == 0 and emb.embedded == report.chunks + 1
+        (ws / "memory" / "new2.md").write_text("# Newer\nthe quokka memo\n")
+        idx.sync(embed_limit=3)  # a small change is embedded at once
+        assert idx.store.pending_count() == 0
+
+
+def test_index_waits_for_the_lock_a_search_sync_holds(tmp_path: Path) -> None:
+    import threading
+
+    ws = make_ws(tmp_path / "ws", files=3)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        released = threading.Event()
+        done: list[float] = []
+
+        def hold() -> None:
+            with try_sync_lock(str(idx.index_path)):
+                released.wait(10)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        time.sleep(0.1)
+        assert sync_running(str(idx.index_path))
+        waiter = threading.Thread(target=lambda: (idx.sync(wait=True), done.append(time.monotonic())))
+        waiter.start()
+        time.sleep(0.3)
+        assert not done  # `hybridmem index` waits for the holder
+        released.set()
+        waiter.join(10)
+        t.join(10)
+        assert done and idx.store.pending_count() == 0
+
+
+def test_memory_search_text_and_status_carry_the_vectors_note(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from hybridmem.serve.server import STATUS_OUTPUT, render
+
+    out = {"query": "q", "results": [{"path": "a.md", "citation": "a.md#L1-L2", "score": 0.5, "snippet": "x"}],
+           "vectors": {"embedded": 1, "total": 2}, "vectors_note": "vectors for 1 of 2 chunks"}
+    assert render("memory_search", out).endswith("(note: vectors for 1 of 2 chunks)")
+    assert {"vectors", "vectors_note"} <= set(STATUS_OUTPUT["properties"])
