@@ -29,7 +29,7 @@ from hybridmem.reader import read_lines, validate_relative
 from hybridmem.records import Candidates, Document, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.retrieve.retriever import clean_query
-from hybridmem.store import Store
+from hybridmem.store import open_store
 from hybridmem.store.connection import is_corruption
 from hybridmem.sync import Progress, SyncReport, Syncer
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
@@ -61,7 +61,7 @@ class MemoryIndex:
         self.workspace: Path | None = _workspace(workspace)
         self.settings = settings or load_settings(workspace=self.workspace)
         self.index_path = _index_path(index_path, self.workspace, self.settings)
-        self.store = Store(self.index_path, self.settings.store.busy_timeout_ms)
+        self.store = open_store(self.settings, self.index_path)
         lazy = embedder == _AUTO
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
         self.syncer = Syncer(self.store, self.settings, self.workspace, self._embedder)
