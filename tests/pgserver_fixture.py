@@ -56,7 +56,8 @@ class LocalServer:
             time.sleep(0.05)
 
     def start(self) -> None:
-        self.server = self._pgserver.get_server(self.data, cleanup_mode=None)
+        """Start it again after :meth:`stop` (pgserver caches its handle per folder, so ask the handle)."""
+        self.server.ensure_postgres_running()
 
     def destroy(self) -> None:
         self.stop()
