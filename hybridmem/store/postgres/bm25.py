@@ -69,17 +69,20 @@ def bm25_sql(gen_sql: str, scoped: bool, require_all: bool) -> str:
                        " AND (%(prefix)s::text IS NULL OR starts_with(c.path, %(prefix)s))")
     having = " HAVING count(*) >= %(nterms)s" if require_all else ""
     return f"""
-        WITH g AS (SELECT {gen_sql} AS gen),
-        st AS (SELECT s.n_rows::{f} AS n, s.n_tokens::{f} / s.n_rows::{f} AS avgdl
+        WITH g AS MATERIALIZED (SELECT {gen_sql} AS gen),
+        st AS MATERIALIZED (SELECT s.n_rows::{f} AS n, s.n_tokens::{f} / s.n_rows::{f} AS avgdl
                FROM hm_stats s, g WHERE s.ns = %(ns)s AND s.gen = g.gen AND s.n_rows > 0),
-        q AS (SELECT t.term, t.pos FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, pos)),
-        i AS (SELECT q.term, q.pos, CASE WHEN x.v <= 0.0::{f} THEN 1e-6::{f} ELSE x.v END AS idf
-              FROM q, st, g, LATERAL (SELECT ln((st.n - d.n_hit + 0.5::{f}) / (d.n_hit + 0.5::{f})) AS v
-                                      FROM (SELECT count(*)::{f} AS n_hit FROM hm_postings p
-                                            WHERE p.ns = %(ns)s AND p.gen = g.gen AND p.term = q.term) d) x),
+        i AS MATERIALIZED (
+            SELECT t.term, t.pos, CASE WHEN x.v <= 0.0::{f} THEN 1e-6::{f} ELSE x.v END AS idf
+            FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, pos) CROSS JOIN st CROSS JOIN g
+            CROSS JOIN LATERAL (SELECT ln((st.n - d.n_hit + 0.5::{f}) / (d.n_hit + 0.5::{f})) AS v
+                                FROM (SELECT count(*)::{f} AS n_hit FROM hm_postings p
+                                      WHERE p.ns = %(ns)s AND p.gen = g.gen AND p.term = t.term) d) x),
         s AS (SELECT p.chunk, sum({per_term} ORDER BY i.pos) AS score
-              FROM i, st, g JOIN hm_postings p ON p.ns = %(ns)s AND p.gen = g.gen
-              WHERE p.term = i.term GROUP BY p.chunk{having})
+              FROM i CROSS JOIN st CROSS JOIN g
+              CROSS JOIN LATERAL (SELECT p.chunk, p.tf, p.dl FROM hm_postings p
+                                  WHERE p.ns = %(ns)s AND p.gen = g.gen AND p.term = i.term) p
+              GROUP BY p.chunk{having})
         SELECT s.chunk, -1.0::{f} * s.score AS r FROM s{scope_join}
         WHERE s.score > 0.0::{f}{scope_where} ORDER BY r, s.chunk LIMIT %(limit)s
     """

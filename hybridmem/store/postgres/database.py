@@ -349,6 +349,12 @@ class PostgresStore(PgCacheMixin, HealthMixin):
             self._drop_generation(old, meta=True)
             self._tx_gen = built._gen
             self._maybe_hnsw()
+        self.analyze()
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics and visibility maps after a bulk write (autovacuum does it later)."""
+        for table in ("hm_postings", "hm_chunks", "hm_files", "hm_stats"):
+            self._q(f"VACUUM (ANALYZE) {table}")
 
     def live_generation(self) -> int:
         return int(self._q("SELECT live_gen FROM hm_ns WHERE id = %(ns)s", self._p(), one=True)[0])

@@ -33,6 +33,8 @@ MIGRATIONS: list[tuple[int, str]] = [
             text text NOT NULL, tokens text NOT NULL, timestamp float8 NOT NULL, evergreen int NOT NULL,
             embedded int NOT NULL DEFAULT 0, length int NOT NULL, embedding vector
         );
+        -- MAIN keeps a vector inside the row (text and tokens move to TOAST first), so an exact scan reads no TOAST
+        ALTER TABLE hm_chunks ALTER COLUMN embedding SET STORAGE MAIN;
         CREATE INDEX IF NOT EXISTS hm_chunks_ns_path ON hm_chunks (ns, gen, path);
         CREATE TABLE IF NOT EXISTS hm_postings (
             ns int NOT NULL, gen bigint NOT NULL, term text COLLATE "C" NOT NULL, chunk bigint NOT NULL,
