@@ -38,8 +38,9 @@ def redact(url: str) -> str:
 class PgLink:
     """A lock-guarded connection (autocommit; transactions are explicit) that reconnects for reads."""
 
-    def __init__(self, url: str, reconnect_s: float = 20.0) -> None:
+    def __init__(self, url: str, reconnect_s: float = 20.0, on_connect: Callable[[Any], None] | None = None) -> None:
         self.url = url
+        self.on_connect = on_connect
         self.reconnect_s = reconnect_s
         self.lock = threading.RLock()
         self.in_tx = False
@@ -50,10 +51,7 @@ class PgLink:
         delay = 0.1
         while True:
             try:
-                conn = self.psycopg.connect(self.url, autocommit=True, connect_timeout=5)
-                self._registered = False
-                self._register(conn)
-                return conn
+                return self.psycopg.connect(self.url, autocommit=True, connect_timeout=5)
             except self.psycopg.OperationalError as exc:
                 if time.monotonic() >= deadline:
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -61,17 +59,6 @@ class PgLink:
                                                "server or fix [store] url / HYBRIDMEM_STORE_URL") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
-
-    def _register(self, conn: Any) -> None:
-        """Adapt numpy arrays to pgvector's type, once the extension exists."""
-        row = conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone()
-        if row is not None:
-            from pgvector.psycopg import register_vector
-
-            register_vector(conn)
-
-    def register_vector(self) -> None:
-        self._register(self.conn)
 
     def broken(self, exc: BaseException) -> bool:
         """True when ``exc`` means the link is gone (not an error of the statement)."""
@@ -96,6 +83,8 @@ class PgLink:
         except Exception:  # noqa: BLE001 - it is already broken
             pass
         self.conn = self._connect(deadline=time.monotonic() + self.reconnect_s)
+        if self.on_connect is not None:
+            self.on_connect(self.conn)
 
     def lost(self, exc: BaseException) -> StoreConnectionError:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

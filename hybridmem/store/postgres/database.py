@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from hybridmem.errors import HybridMemError
 from hybridmem.store.health import HealthMixin
 from hybridmem.store.postgres.cache import PgCacheMixin
 from hybridmem.store.postgres.bm25 import bm25_sql, parse_match
@@ -50,13 +51,29 @@ class PostgresStore(PgCacheMixin, HealthMixin):
         self._gen = gen
         self._tx_gen: int | None = None
         self._hnsw: set[int] = set()
-        self.link = PgLink(url, reconnect_s)
-        self._migrate()
-        self.link.register_vector()
-        self.link.conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
-        self.link.conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        self.ns = int(self._q("INSERT INTO hm_ns(name) VALUES (%(name)s) ON CONFLICT (name) DO UPDATE SET name = "
-                              "EXCLUDED.name RETURNING id", {"name": namespace}, one=True)[0])
+        self.link = PgLink(url, reconnect_s, on_connect=self._session)
+        if self._q("SELECT pg_is_in_recovery()", one=True)[0]:
+            self.read_only = f"{self.path} is served by a read replica (searches only; write on the primary)"
+            row = self._q("SELECT id FROM hm_ns WHERE name = %(name)s", {"name": namespace}, one=True)
+            if row is None:
+                raise HybridMemError(f"the namespace {namespace!r} is not on this replica yet; index it on the "
+                                     "primary first")
+            self.ns = int(row[0])
+        else:
+            self._migrate()
+            self.ns = int(self._q("INSERT INTO hm_ns(name) VALUES (%(name)s) ON CONFLICT (name) DO UPDATE SET name = "
+                                  "EXCLUDED.name RETURNING id", {"name": namespace}, one=True)[0])
+        self._session(self.link.conn)
+
+    def _session(self, conn: Any) -> None:
+        """Per-connection settings (again after every reconnect): numpy adaptation, HNSW search breadth."""
+        if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone() is None:
+            return
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        conn.execute(f"SET hnsw.ef_search = {int(self.ef_search)}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
 
     # -- connection --------------------------------------------------------------------------------------------
     @property
