@@ -81,3 +81,34 @@ def pg_url() -> str:
 @pytest.fixture
 def pg_namespace() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
+
+
+class Replica:
+    """A streaming read replica of a :class:`LocalServer` (``pg_basebackup -R``), run as the server's user; needs
+    root (to act as that user), as the pgserver of these tests runs."""
+
+    def __init__(self, primary: LocalServer) -> None:
+        import pwd
+        import subprocess
+
+        bindir = Path(primary._pgserver.__file__).parent / "pginstall" / "bin"
+        self.bindir = bindir
+        self.data, self.sock = primary.base / "replica", primary.base / "replica-sock"
+        for d in (self.data, self.sock):
+            d.mkdir(mode=0o700)
+            os.chown(d, pwd.getpwnam("pgserver").pw_uid, -1)
+        host = primary.url.split("host=")[1]
+        run = ["runuser", "-u", "pgserver", "--"]
+        subprocess.run([*run, str(bindir / "pg_basebackup"), "-h", host, "-U", "postgres", "-D", str(self.data),
+                        "-R", "-X", "stream"], check=True, capture_output=True)
+        for stale in (".s.PGSQL.5432.lock", "postmaster.pid"):
+            (self.data / stale).unlink(missing_ok=True)
+        subprocess.run([*run, str(bindir / "pg_ctl"), "-D", str(self.data), "-o", f"-k {self.sock} -h ''", "-l",
+                        str(primary.base / "replica.log"), "-w", "start"], check=True, capture_output=True)
+        self.url = f"postgresql://postgres:@/postgres?host={self.sock}"
+
+    def stop(self) -> None:
+        import subprocess
+
+        subprocess.run(["runuser", "-u", "pgserver", "--", str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m",
+                        "fast", "stop"], capture_output=True)
