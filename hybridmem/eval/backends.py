@@ -21,6 +21,7 @@ from hybridmem.embeddings import Embedder
 from hybridmem.eval.datasets.base import Dataset
 from hybridmem.eval.runner import AUTO, Evaluator, resolve_configs
 from hybridmem.ranking import rank
+from hybridmem.store import open_store
 
 
 def _top10(ev: Evaluator, configs: Mapping[str, RankConfig], qids: Sequence[str]) -> dict[str, list[list[str]]]:
@@ -32,10 +33,12 @@ def _top10(ev: Evaluator, configs: Mapping[str, RankConfig], qids: Sequence[str]
 
 def compare_backends(dataset: Dataset, url: str, configs: Sequence[str] | Mapping[str, RankConfig] | None = None,
                      settings: Settings | None = None, embedder: Embedder | None | str = AUTO,
-                     namespace: str | None = None, cache: str | None = None, split: str | None = None
-                     ) -> list[dict[str, Any]]:
+                     namespace: str | None = None, cache: str | None = None, split: str | None = None,
+                     seed_cache: bool = True) -> list[dict[str, Any]]:
     """Evaluate ``dataset`` on SQLite (an index under ``cache``) and on the PostgreSQL at ``url`` (namespace
-    ``namespace``, default one per dataset and settings), with the same embedder and configs.
+    ``namespace``, default one per dataset and settings), with the same embedder and configs. ``seed_cache`` copies
+    the SQLite index's embedding cache (documents and queries) into PostgreSQL first, so nothing is embedded twice
+    (as moving an index to the server would).
 
     Returns one row per config: ``config``, ``sqlite``, ``postgres`` (mean nDCG@10), ``max_query_diff``,
     ``same_top10`` (share of queries), ``queries``.
@@ -49,8 +52,14 @@ def compare_backends(dataset: Dataset, url: str, configs: Sequence[str] | Mappin
                                               namespace=namespace or f"eval:{dataset.name}:{sqlite_ev.index_path()}"))
     pg_ev = Evaluator(dataset, settings=pg_settings, embedder=emb, cache=cache, progress=False)
     try:
-        res = {"sqlite": sqlite_ev.evaluate(named, ["ndcg@10"], split=split),
-               "postgres": pg_ev.evaluate(named, ["ndcg@10"], split=split)}
+        res = {"sqlite": sqlite_ev.evaluate(named, ["ndcg@10"], split=split)}
+        if seed_cache:
+            target = open_store(pg_settings, pg_ev.index_path())
+            try:
+                target.cache_insert_rows(sqlite_ev.index.store.cache_rows())
+            finally:
+                target.close()
+        res["postgres"] = pg_ev.evaluate(named, ["ndcg@10"], split=split)
         qids = res["sqlite"].query_ids
         tops = {"sqlite": _top10(sqlite_ev, named, qids), "postgres": _top10(pg_ev, named, qids)}
     finally:
