@@ -3,6 +3,7 @@ HNSW, the lazy driver import and one-sentence errors."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -213,3 +214,18 @@ print("LOADED", bad)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
     assert '"path": "MEMORY.md"' in out.stdout, out.stdout + out.stderr  # the search ran and found the note
     assert "LOADED []" in out.stdout, out.stdout + out.stderr
+
+
+def test_mcp_service_serves_a_postgres_index(pg_url: str, pg_namespace: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmem.serve.service import MemoryService
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\nThe payment retries with backoff.\n")
+    (ws / "hybridmem.toml").write_text(f'[store]\nbackend = "postgres"\nnamespace = "{pg_namespace}"\n')
+    monkeypatch.setenv("HYBRIDMEM_STORE_URL", pg_url)
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        out = svc.search("payment backoff")
+        assert isinstance(svc.index.store, PostgresStore)
+    assert "MEMORY.md" in json.dumps(out)

@@ -1,6 +1,6 @@
 """Figure group ``backends``: the SQLite and PostgreSQL store engines side by side in one run (issue #25).
 
-Per size (100k and 1M synthetic chunks of 384 dims; ``--quick``: 2k), both engines are filled through the same store
+Per size (100k and 1M synthetic chunks of 384 dims; ``--quick``: 1k), both engines are filled through the same store
 write path (``upsert_file`` in transactions of 100 files: tokens to FTS5 or to postings, vectors to sqlite-vec or
 pgvector), which gives each one's sync throughput (chunks/s; PostgreSQL's includes its HNSW build, also reported
 alone). Then end-to-end ``MemoryIndex.search`` (query embedding by the hash embedder, both legs, chunk loading,
@@ -43,7 +43,7 @@ def sizes(opts: BenchOptions) -> tuple[int, ...]:
     env = os.environ.get("HYBRIDMEM_BENCH_BACKEND_SIZES")
     if env:
         return tuple(int(x) for x in env.split(",") if x.strip())
-    return (2_000,) if opts.quick else (100_000, 1_000_000)
+    return (1_000,) if opts.quick else (100_000, 1_000_000)
 
 
 def label(n: int) -> str:
@@ -158,7 +158,7 @@ def run(opts: BenchOptions) -> dict[str, float]:
     embedder = HashEmbedder(dims=DIMS)
     sents, _ = _sentence_pool(limit_docs=300)
     rng = np.random.default_rng(opts.seed)
-    queries = [" ".join(sents[i].split()[:8]) for i in rng.choice(len(sents), size=64 if opts.quick else 320,
+    queries = [" ".join(sents[i].split()[:8]) for i in rng.choice(len(sents), size=32 if opts.quick else 320,
                                                                     replace=False)]
     server = _Server()
     tmp = Path(tempfile.mkdtemp(prefix="hm-bench-backends-"))
