@@ -211,6 +211,8 @@ class PostgresStore(PgCacheMixin, HealthMixin):
         dims = int(self.get_meta("vec_dims", "0") or 0)
         if dims <= 0 or dims in self._hnsw or self._vector_rows() < self.hnsw_min_rows:
             return
+        # pgvector builds far faster while the graph fits in maintenance_work_mem (64 MB by default: ~25k x 384)
+        self._q("SET LOCAL maintenance_work_mem = '1GB'")
         self._q(f"CREATE INDEX IF NOT EXISTS {self._hnsw_name(dims)} ON hm_chunks USING hnsw "
                 f"((embedding::vector({dims})) vector_cosine_ops) WHERE ns = {self.ns} AND embedding IS NOT NULL")
         self._hnsw.add(dims)
