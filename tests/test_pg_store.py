@@ -230,3 +230,20 @@ def test_mcp_service_serves_a_postgres_index(pg_url: str, pg_namespace: str, tmp
         out = svc.search("payment backoff")
         assert isinstance(svc.index.store, PostgresStore)
     assert "MEMORY.md" in json.dumps(out)
+
+
+def test_bm25_stays_equal_after_files_are_replaced_and_deleted(pg: PostgresStore) -> None:
+    sqlite = Store(":memory:")
+    for store in (sqlite, pg):
+        _fill(store, TEXTS * 2)
+        with store.transaction():  # replace one file's chunks, delete another: document frequencies move
+            store.upsert_file({"path": "memory/f0.md", "abspath": None, "source": "memory", "hash": "x", "mtime": 1.0,
+                               "size": 1, "date": None, "evergreen": 1}, _chunks(TEXTS[3:7], "memory/f0.md"), [None] * 4)
+            store.delete_file("memory/topics/f1.md")
+            store.bump_generation()
+    for q in QUERIES:
+        match = fts_query(q)
+        a = _by_text(sqlite, sqlite.keyword_search(match, 10))
+        b = _by_text(pg, pg.keyword_search(match, 10))
+        assert a == b, q
+    assert pg.counts() == sqlite.counts() and pg.check() == []

@@ -27,18 +27,19 @@ import numpy as np
 from hybridmem.errors import HybridMemError
 from hybridmem.store.health import HealthMixin
 from hybridmem.store.postgres.cache import PgCacheMixin
+from hybridmem.store.postgres.generations import GenerationsMixin
+from hybridmem.store.postgres.checks import PgChecksMixin
 from hybridmem.store.postgres.bm25 import bm25_sql, parse_match
 from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
-from hybridmem.store.postgres.schema import LOCK_CLASS, MIGRATIONS, TABLES
+from hybridmem.store.postgres.schema import LIVE, LOCK_CLASS, MIGRATIONS
 from hybridmem.tokenization import fts_tokens
 
-LIVE = "coalesce(%(gen)s::bigint, (SELECT live_gen FROM hm_ns WHERE id = %(ns)s))"
 # the ordered HNSW scan, not a scan and sort (what the planner picks on small or freshly written tables)
 _ANN_ONLY = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
 _CHUNK_COLS = "id, path, source, start_line, end_line, text, tokens, timestamp, evergreen"
 
 
-class PostgresStore(PgCacheMixin, HealthMixin):
+class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
     """One namespace of a PostgreSQL index (``gen`` pins a generation being built; None reads the live one)."""
 
     backend = "postgres"
@@ -316,7 +317,9 @@ class PostgresStore(PgCacheMixin, HealthMixin):
         gone = self._q("DELETE FROM hm_chunks WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s "
                        "RETURNING id, length", self._p(path=path))
         if gone:
-            self._q("DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s)", {"ids": [r[0] for r in gone]})
+            self._q("WITH d AS (DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s) RETURNING term), "
+                    "c AS (SELECT term, count(*) AS n FROM d GROUP BY term) UPDATE hm_df f SET df = f.df - c.n FROM c "
+                    "WHERE f.ns = %(ns)s AND f.gen = %(gen)s AND f.term = c.term", self._p(ids=[r[0] for r in gone]))
             self._stats(-len(gone), -sum(r[1] for r in gone))
         self._q("DELETE FROM hm_files WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s", self._p(path=path))
 
@@ -343,10 +346,13 @@ class PostgresStore(PgCacheMixin, HealthMixin):
                                      {"n": len(chunks)})]
         ns, gen = self.ns, self._tx_gen
         chunk_rows, postings, tokens_total = [], [], 0
+        df: Counter[str] = Counter()
         for cid, chunk, vec in zip(ids, chunks, vectors):
             toks = [p for t in chunk["tokens"].split() for p in fts_tokens(t)]
             tokens_total += len(toks)
-            postings += [(ns, gen, term, cid, tf, len(toks)) for term, tf in Counter(toks).items()]
+            counts = Counter(toks)
+            df.update(counts.keys())
+            postings += [(ns, gen, term, cid, tf, len(toks)) for term, tf in counts.items()]
             chunk_rows.append((cid, ns, gen, file["path"], file["source"], chunk["start_line"], chunk["end_line"],
                                chunk["hash"], chunk["text"], chunk["tokens"], chunk["timestamp"],
                                int(chunk["evergreen"]), int(vec is not None), len(toks),
@@ -361,6 +367,9 @@ class PostgresStore(PgCacheMixin, HealthMixin):
                     for row in postings:
                         cp.write_row(row)
         self.link.read(write)
+        self._q("INSERT INTO hm_df (ns, gen, term, df) SELECT %(ns)s, %(gen)s, t.term, t.n FROM unnest(%(terms)s::text[], "
+                "%(counts)s::bigint[]) AS t(term, n) ON CONFLICT (ns, gen, term) DO UPDATE SET df = hm_df.df + "
+                "EXCLUDED.df", self._p(terms=list(df), counts=list(df.values())))
         self._stats(len(chunk_rows), tokens_total)
 
     def clear(self) -> None:
@@ -371,50 +380,9 @@ class PostgresStore(PgCacheMixin, HealthMixin):
 
     def _drop_generation(self, gen: int | None, meta: bool = False) -> None:
         p = {"ns": self.ns, "g": gen}
-        tables = ("hm_postings", "hm_chunks", "hm_files", "hm_stats") + (("hm_meta",) if meta else ())
+        tables = ("hm_postings", "hm_df", "hm_chunks", "hm_files", "hm_stats") + (("hm_meta",) if meta else ())
         for table in tables:
             self._q(f"DELETE FROM {table} WHERE ns = %(ns)s AND gen = %(g)s", p)
-
-    # -- generations ---------------------------------------------------------------------------------------------
-    def new_generation(self) -> "PostgresStore":
-        """An empty generation of this namespace to build a full reindex into; :meth:`publish` makes it live.
-        Generations a dead writer left unpublished are removed first."""
-        with self.transaction():
-            self._q("DELETE FROM hm_postings WHERE ns = %(ns)s AND gen <> %(gen)s", self._p())
-            for table in ("hm_chunks", "hm_files", "hm_stats", "hm_meta"):
-                self._q(f"DELETE FROM {table} WHERE ns = %(ns)s AND gen <> %(gen)s", self._p())
-            gen = int(self._q("UPDATE hm_ns SET next_gen = next_gen + 1 WHERE id = %(ns)s RETURNING next_gen - 1",
-                              self._p(), one=True)[0])
-        return PostgresStore(self.url, self.namespace, self.hnsw_min_rows, self.ef_search, gen=gen,
-                             reconnect_s=self.link.reconnect_s)
-
-    def publish(self, built: "PostgresStore") -> None:
-        """Make ``built``'s generation the live one and delete the old one, in one transaction: a search sees the
-        old index or the new one, never a mix. Its generation counter continues above the old one's."""
-        with self.transaction():
-            old = self._tx_gen
-            counter = max(self.generation(), built.generation()) + 1
-            self._q("INSERT INTO hm_meta(ns, gen, key, value) VALUES (%(ns)s, %(g)s, 'generation', %(v)s) ON CONFLICT "
-                    "(ns, gen, key) DO UPDATE SET value = EXCLUDED.value", {"ns": self.ns, "g": built._gen,
-                                                                             "v": str(counter)})
-            self._q("UPDATE hm_ns SET live_gen = %(g)s WHERE id = %(ns)s", {"ns": self.ns, "g": built._gen})
-            self._drop_generation(old, meta=True)
-            self._tx_gen = built._gen
-            self._maybe_hnsw()
-        self.analyze()
-
-    def analyze(self) -> None:
-        """Refresh the planner's statistics and visibility maps after a bulk write (autovacuum does it later)."""
-        for table in ("hm_postings", "hm_chunks", "hm_files", "hm_stats"):
-            self._q(f"VACUUM (ANALYZE) {table}")
-
-    def live_generation(self) -> int:
-        return int(self._q("SELECT live_gen FROM hm_ns WHERE id = %(ns)s", self._p(), one=True)[0])
-
-    def generations(self) -> list[int]:
-        """Every generation holding rows of this namespace (the live one, and any a dead writer left)."""
-        return [int(r[0]) for r in self._q("SELECT DISTINCT gen FROM hm_chunks WHERE ns = %(ns)s UNION SELECT DISTINCT "
-                                           "gen FROM hm_meta WHERE ns = %(ns)s ORDER BY 1", self._p())]
 
     # -- reads ---------------------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
@@ -459,35 +427,3 @@ class PostgresStore(PgCacheMixin, HealthMixin):
     def chunk_spans(self) -> list[tuple[str, int, int, str]]:
         return [tuple(r) for r in self._q(f"SELECT path, start_line, end_line, hash FROM hm_chunks WHERE ns = %(ns)s "
                                           f"AND gen = {LIVE} ORDER BY path, start_line", self._p())]
-
-    # -- health --------------------------------------------------------------------------------------------------
-    def file_lost(self) -> str | None:
-        return None
-
-    def pragma(self, name: str) -> Any:
-        """SQLite's ``quick_check`` has no PostgreSQL peer: a server that answers is 'ok'."""
-        if name != "quick_check":
-            raise ValueError(f"no PRAGMA {name!r} on the postgres backend")
-        return "ok" if self._q("SELECT 1", one=True) else "no answer"
-
-    def consistency(self) -> dict[str, int | bool]:
-        """Counts that must agree: chunks = rows the keyword statistics count; embedded chunks = vectors."""
-        chunks, embedded, vec = self._q(
-            f"SELECT count(*), coalesce(sum(embedded), 0), count(embedding) FROM hm_chunks WHERE ns = %(ns)s AND "
-            f"gen = {LIVE}", self._p(), one=True)
-        fts = self._q(f"SELECT coalesce(sum(n_rows), 0) FROM hm_stats WHERE ns = %(ns)s AND gen = {LIVE}", self._p(),
-                      one=True)[0]
-        return {"chunks": int(chunks), "embedded": int(embedded), "fts_rows": int(fts), "vec_rows": int(vec),
-                "quick_check": True}
-
-    def count_rows(self, table: str) -> int:
-        if table not in TABLES:
-            raise ValueError(f"unknown table {table!r}; valid: {', '.join(TABLES)}")
-        if table == "chunks_fts":
-            return int(self.consistency()["fts_rows"])
-        if table == "chunks_vec":
-            return int(self.consistency()["vec_rows"])
-        if table == "embedding_cache":
-            return self.cache_count()
-        return int(self._q(f"SELECT count(*) FROM {TABLES[table]} WHERE ns = %(ns)s AND gen = {LIVE}", self._p(),
-                           one=True)[0])
