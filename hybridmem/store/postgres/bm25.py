@@ -9,8 +9,7 @@ SQLite's ``fts5Bm25Function`` (``ext/fts5/fts5_aux.c``, k1 = 1.2, b = 0.75, no c
 with D the row's token count and avgdl the index's tokens per row. The statement below evaluates the same float8
 expression in the same order (``sum(... ORDER BY position)`` adds the terms in query order; a term a row lacks adds
 0.0 in FTS5, which changes no double), over ``hm_postings`` (term, chunk, tf, dl) built from the same token stream FTS5
-indexes (:func:`hybridmem.tokenization.fts_tokens` of the ``tokens`` column); nHit comes from ``hm_df``, which the
-writers keep in step with the postings. Ties are broken by chunk id, as the
+indexes (:func:`hybridmem.tokenization.fts_tokens` of the ``tokens`` column). Ties are broken by chunk id, as the
 SQLite leg's ``ORDER BY bm25, rowid`` does. ``tests/test_pg_store.py`` checks scores against FTS5 on multilingual text.
 """
 
@@ -77,8 +76,8 @@ def bm25_sql(gen_sql: str, scoped: bool, require_all: bool) -> str:
             SELECT t.term, t.pos, CASE WHEN x.v <= 0.0::{f} THEN 1e-6::{f} ELSE x.v END AS idf
             FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, pos) CROSS JOIN st CROSS JOIN g
             CROSS JOIN LATERAL (SELECT ln((st.n - d.n_hit + 0.5::{f}) / (d.n_hit + 0.5::{f})) AS v
-                                FROM (SELECT coalesce(max(h.df), 0)::{f} AS n_hit FROM hm_df h
-                                      WHERE h.ns = %(ns)s AND h.gen = g.gen AND h.term = t.term) d) x),
+                                FROM (SELECT count(*)::{f} AS n_hit FROM hm_postings p
+                                      WHERE p.ns = %(ns)s AND p.gen = g.gen AND p.term = t.term) d) x),
         s AS (SELECT p.chunk, sum({per_term} ORDER BY i.pos) AS score
               FROM i CROSS JOIN st CROSS JOIN g
               CROSS JOIN LATERAL (SELECT p.chunk, p.tf, p.dl FROM hm_postings p

@@ -317,9 +317,7 @@ class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
         gone = self._q("DELETE FROM hm_chunks WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s "
                        "RETURNING id, length", self._p(path=path))
         if gone:
-            self._q("WITH d AS (DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s) RETURNING term), "
-                    "c AS (SELECT term, count(*) AS n FROM d GROUP BY term) UPDATE hm_df f SET df = f.df - c.n FROM c "
-                    "WHERE f.ns = %(ns)s AND f.gen = %(gen)s AND f.term = c.term", self._p(ids=[r[0] for r in gone]))
+            self._q("DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s)", {"ids": [r[0] for r in gone]})
             self._stats(-len(gone), -sum(r[1] for r in gone))
         self._q("DELETE FROM hm_files WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s", self._p(path=path))
 
@@ -346,13 +344,10 @@ class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
                                      {"n": len(chunks)})]
         ns, gen = self.ns, self._tx_gen
         chunk_rows, postings, tokens_total = [], [], 0
-        df: Counter[str] = Counter()
         for cid, chunk, vec in zip(ids, chunks, vectors):
             toks = [p for t in chunk["tokens"].split() for p in fts_tokens(t)]
             tokens_total += len(toks)
-            counts = Counter(toks)
-            df.update(counts.keys())
-            postings += [(ns, gen, term, cid, tf, len(toks)) for term, tf in counts.items()]
+            postings += [(ns, gen, term, cid, tf, len(toks)) for term, tf in Counter(toks).items()]
             chunk_rows.append((cid, ns, gen, file["path"], file["source"], chunk["start_line"], chunk["end_line"],
                                chunk["hash"], chunk["text"], chunk["tokens"], chunk["timestamp"],
                                int(chunk["evergreen"]), int(vec is not None), len(toks),
@@ -367,9 +362,6 @@ class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
                     for row in postings:
                         cp.write_row(row)
         self.link.read(write)
-        self._q("INSERT INTO hm_df (ns, gen, term, df) SELECT %(ns)s, %(gen)s, t.term, t.n FROM unnest(%(terms)s::text[], "
-                "%(counts)s::bigint[]) AS t(term, n) ON CONFLICT (ns, gen, term) DO UPDATE SET df = hm_df.df + "
-                "EXCLUDED.df", self._p(terms=list(df), counts=list(df.values())))
         self._stats(len(chunk_rows), tokens_total)
 
     def clear(self) -> None:
@@ -380,7 +372,7 @@ class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
 
     def _drop_generation(self, gen: int | None, meta: bool = False) -> None:
         p = {"ns": self.ns, "g": gen}
-        tables = ("hm_postings", "hm_df", "hm_chunks", "hm_files", "hm_stats") + (("hm_meta",) if meta else ())
+        tables = ("hm_postings", "hm_chunks", "hm_files", "hm_stats") + (("hm_meta",) if meta else ())
         for table in tables:
             self._q(f"DELETE FROM {table} WHERE ns = %(ns)s AND gen = %(g)s", p)
 

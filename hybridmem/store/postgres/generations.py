@@ -29,7 +29,7 @@ class GenerationsMixin:
         Generations a dead writer left unpublished are removed first."""
         with self.transaction():
             self._q("DELETE FROM hm_postings WHERE ns = %(ns)s AND gen <> %(gen)s", self._p())
-            for table in ("hm_df", "hm_chunks", "hm_files", "hm_stats", "hm_meta"):
+            for table in ("hm_chunks", "hm_files", "hm_stats", "hm_meta"):
                 self._q(f"DELETE FROM {table} WHERE ns = %(ns)s AND gen <> %(gen)s", self._p())
             gen = int(self._q("UPDATE hm_ns SET next_gen = next_gen + 1 WHERE id = %(ns)s RETURNING next_gen - 1",
                               self._p(), one=True)[0])
@@ -53,7 +53,7 @@ class GenerationsMixin:
 
     def analyze(self) -> None:
         """Refresh the planner's statistics and visibility maps after a bulk write (autovacuum does it later)."""
-        for table in ("hm_postings", "hm_df", "hm_chunks", "hm_files", "hm_stats"):
+        for table in ("hm_postings", "hm_chunks", "hm_files", "hm_stats"):
             self._q(f"VACUUM (ANALYZE) {table}")
 
     def live_generation(self) -> int:

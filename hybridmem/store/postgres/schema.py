@@ -7,7 +7,7 @@ One database holds many indexes: every row carries its namespace id (``hm_ns``) 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 1
 # the generation a statement reads: the pinned one (a reindex being built), else the namespace's live one
 LIVE = "coalesce(%(gen)s::bigint, (SELECT live_gen FROM hm_ns WHERE id = %(ns)s))"
 LOCK_CLASS = 72310  # first key of every advisory lock this schema takes (second: namespace id, 0 for migrations)
@@ -52,19 +52,6 @@ MIGRATIONS: list[tuple[int, str]] = [
             dims int NOT NULL, embedding bytea NOT NULL, updated_at float8 NOT NULL,
             PRIMARY KEY (provider, model, provider_key, hash)
         );
-        """,
-    ),
-    (
-        2,
-        """
-        -- rows holding each term (FTS5's nHit), kept by the writer that changes the postings: a query reads one row per
-        -- term instead of counting that term's postings
-        CREATE TABLE IF NOT EXISTS hm_df (
-            ns int NOT NULL, gen bigint NOT NULL, term text COLLATE "C" NOT NULL, df bigint NOT NULL,
-            PRIMARY KEY (ns, gen, term)
-        );
-        INSERT INTO hm_df (ns, gen, term, df) SELECT ns, gen, term, count(*) FROM hm_postings GROUP BY ns, gen, term
-        ON CONFLICT DO NOTHING;
         """,
     ),
 ]
