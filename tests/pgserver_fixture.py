@@ -100,7 +100,7 @@ class Replica:
         host = primary.url.split("host=")[1]
         run = ["runuser", "-u", "pgserver", "--"]
         subprocess.run([*run, str(bindir / "pg_basebackup"), "-h", host, "-U", "postgres", "-D", str(self.data),
-                        "-R", "-X", "stream"], check=True, capture_output=True)
+                        "-R", "-X", "stream", "--checkpoint=fast"], check=True, capture_output=True)
         for stale in (".s.PGSQL.5432.lock", "postmaster.pid"):
             (self.data / stale).unlink(missing_ok=True)
         subprocess.run([*run, str(bindir / "pg_ctl"), "-D", str(self.data), "-o", f"-k {self.sock} -h ''", "-l",
