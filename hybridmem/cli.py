@@ -7,32 +7,20 @@ exit with status 2; nothing prints a traceback unless ``HYBRIDMEM_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
+from hybridmem.commands import COMMANDS, command, print_json
 from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
 from hybridmem.errors import HybridMemError
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybridmem.sync import SyncReport
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
-
-
-def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    def wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        COMMANDS[name] = fn
-        return fn
-
-    return wrap
-
-
-def print_json(obj: Any) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+__all__ = ["COMMANDS", "build_parser", "command", "main", "open_index", "print_json"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -78,12 +66,10 @@ def open_index(args: argparse.Namespace, keyword_only: bool = False):  # noqa: A
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally re-index) a workspace."""
     if args.rebuild:  # a corrupt index file is moved aside and rebuilt
-        from pathlib import Path
-
-        from hybridmem.index import default_index_path
+        from hybridmem.config import resolve_index_path, resolve_workspace
         from hybridmem.sync.reindex import open_or_quarantine
 
-        target = args.index or default_index_path(Path(args.workspace).absolute())
+        target = resolve_index_path(args.index, resolve_workspace(args.workspace), _settings(args))
         idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target)
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
@@ -187,8 +173,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.source is not None and args.source not in SOURCES:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
     with open_index(args) as idx:
-        if args.sync and idx.store.read_only:
-            print(f"note: not synced: {idx.store.read_only}; searching the index as it is", file=sys.stderr)
+        if args.sync and idx.read_only:
+            print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
             idx.sync()
         cfg = _rank_config(args, idx.settings.ranking)
@@ -235,10 +221,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 @command("recall")
 def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
+    from hybridmem.tools import recall
+
     with open_index(args) as idx:
         if args.sync:
             idx.sync()
-        block = idx.recall(args.message)
+        block = recall(idx, args.message)
     if args.json:
         print_json({"message": args.message, "context": block, "injected": bool(block)})
     elif block:
@@ -313,13 +301,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--lines", type=int, default=None)
 
     _add_watch_parser(sub)
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(module).add_parsers(sub)
+    # Modules with subcommands of their own: each has ``add_parsers(sub)`` and registers its ``@command`` functions
+    # with hybridmem.commands (never with this module, which imports them). Imported here: only a run needs them.
+    from hybridmem.bench import add_parsers as bench_parsers
+    from hybridmem.eval.cli import add_parsers as eval_parsers
+    from hybridmem.serve.cli import add_parsers as serve_parsers
+
+    for add_parsers in (eval_parsers, bench_parsers, serve_parsers):
+        add_parsers(sub)
     return p
-
-
-# Modules that define subcommands of their own: each has ``add_parsers(sub)`` and ``@command`` functions.
-SUBCOMMAND_MODULES = ("hybridmem.eval.cli", "hybridmem.bench", "hybridmem.serve.cli")
 
 
 def _add_watch_parser(sub: Any) -> None:
@@ -393,9 +383,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-if __name__ == "__main__":
-    # ``python -m hybridmem.cli`` runs this file as ``__main__``; subcommand modules register with ``hybridmem.cli``,
-    # so dispatch through that module, or their commands would be missing from this copy's COMMANDS.
-    from hybridmem.cli import main as _main
-
-    sys.exit(_main())
+if __name__ == "__main__":  # ``python -m hybridmem.cli``: every module registers with hybridmem.commands
+    sys.exit(main())

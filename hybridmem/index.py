@@ -2,7 +2,8 @@
 
 It wires three parts that each have one job: a :class:`~hybridmem.store.Store` (the SQLite index), a
 :class:`~hybridmem.sync.Syncer` (sources into the store) and a :class:`~hybridmem.retrieve.Retriever` (both legs of
-a query), and calls the one ranking function, :func:`hybridmem.ranking.rank`.
+a query), and calls the one ranking function, :func:`hybridmem.ranking.rank`. Callers use its methods, never the
+parts (``store``, ``syncer`` and ``retriever`` are attributes for the tests of those parts).
 
 Example:
     >>> idx = MemoryIndex("datasets/demo-memory/workspace")          # doctest: +SKIP
@@ -16,29 +17,23 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from hybridmem import sources as src
-from hybridmem.config import INDEX_DIRNAME, INDEX_FILENAME, RankConfig, Settings, load_settings
+from hybridmem.config import RankConfig, Settings, load_settings, resolve_index_path, resolve_workspace
 from hybridmem.embeddings import Embedder, LazyEmbedder
-from hybridmem.errors import HybridMemError, IndexCorruptError, PathError, WorkspaceError
+from hybridmem.errors import HybridMemError
 from hybridmem.ranking import rank
-from hybridmem.reader import read_lines, validate_relative
-from hybridmem.records import Candidates, Document, Ranking, SearchResponse
+from hybridmem.reader import read_memory
+from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
-from hybridmem.retrieve.retriever import clean_query
+from hybridmem.sources import session_prefix
 from hybridmem.store import open_store
-from hybridmem.store.connection import is_corruption
 from hybridmem.sync import Progress, SyncReport, Syncer
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
 _AUTO = "auto"
-
-
-def default_index_path(workspace: str | Path) -> Path:
-    return Path(workspace) / INDEX_DIRNAME / INDEX_FILENAME
 
 
 class MemoryIndex:
@@ -46,21 +41,16 @@ class MemoryIndex:
 
     Args:
         workspace: the folder holding ``MEMORY.md`` and ``memory/``; None for a documents-only index.
-        index_path: the SQLite file; default ``<workspace>/.hybridmem/index.sqlite``.
+        index_path: the SQLite file; default ``store.path`` or ``<workspace>/.hybridmem/index.sqlite``.
         settings: all settings; default ``<workspace>/hybridmem.toml`` or the built-in defaults.
         embedder: an :class:`Embedder`, None for keyword-only, or ``"auto"`` to build one from settings lazily.
     """
 
-    def __init__(
-        self,
-        workspace: str | Path | None = None,
-        index_path: str | Path | None = None,
-        settings: Settings | None = None,
-        embedder: Embedder | None | str = _AUTO,
-    ) -> None:
-        self.workspace: Path | None = _workspace(workspace)
+    def __init__(self, workspace: str | Path | None = None, index_path: str | Path | None = None,
+                 settings: Settings | None = None, embedder: Embedder | None | str = _AUTO) -> None:
+        self.workspace: Path | None = resolve_workspace(workspace)
         self.settings = settings or load_settings(workspace=self.workspace)
-        self.index_path = _index_path(index_path, self.workspace, self.settings)
+        self.index_path = resolve_index_path(index_path, self.workspace, self.settings)
         self.store = open_store(self.settings, self.index_path)
         lazy = embedder == _AUTO
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
@@ -84,7 +74,7 @@ class MemoryIndex:
     def _mark_dirty(self) -> None:
         self.dirty = True
 
-    # -- embedder ------------------------------------------------------------------------------------------------
+    # -- embedder and settings -----------------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder | None:
         """The active embedder, loaded on first use; None means keyword-only."""
@@ -127,9 +117,8 @@ class MemoryIndex:
             self.last_sync = report
             return report
 
-    def index_documents(
-        self, documents: Iterable[Document], prune: bool = True, progress: Progress | None = None
-    ) -> SyncReport:
+    def index_documents(self, documents: Iterable[Document], prune: bool = True,
+                        progress: Progress | None = None) -> SyncReport:
         """Index in-memory documents (evaluation corpora) through the same pipeline as files."""
         with self._lock:
             report = self.syncer.index_documents(documents, prune, progress)
@@ -138,83 +127,46 @@ class MemoryIndex:
             return report
 
     # -- search --------------------------------------------------------------------------------------------------
-    def retrieve(
-        self,
-        query: str,
-        pool: int,
-        keyword: bool = True,
-        vector: bool = True,
-        scope: Scope | None = None,
-        with_vectors: bool = False,
-        query_vector: np.ndarray | None = None,
-        timings: dict[str, float] | None = None,
-    ) -> Candidates:
+    def retrieve(self, query: str, pool: int, keyword: bool = True, vector: bool = True, scope: Scope | None = None,
+                 with_vectors: bool = False, query_vector: np.ndarray | None = None,
+                 timings: dict[str, float] | None = None) -> Candidates:
         """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
         return self.retriever.retrieve(query, pool, keyword, vector, scope, with_vectors, query_vector, timings)
 
-    def search(
-        self,
-        query: str,
-        config: RankConfig | None = None,
-        source: str | None = None,
-        path_prefix: str | None = None,
-        session: str | None = None,
-        now: float | None = None,
-        **overrides: Any,
-    ) -> SearchResponse:
-        """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``)."""
+    def search(self, query: str, config: RankConfig | None = None, source: str | None = None,
+               path_prefix: str | None = None, session: str | None = None, now: float | None = None,
+               **overrides: Any) -> SearchResponse:
+        """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``);
+        ``session``: one transcript (id or file name) of the configured session folders."""
         notice = None
-        if isinstance(query, str):
-            query, notice = cap_query(query, self.settings.tokenizer)  # first: nothing reads past the cap
-            query = clean_query(query)  # a lone surrogate never reaches a leg, the embedder or the response
+        if isinstance(query, str):  # first: nothing reads past the cap (the retriever cleans what is left)
+            query, notice = cap_query(query, self.settings.tokenizer)
         cfg = config or self.settings.ranking
         if overrides:
             cfg = cfg.replace(**overrides)
-        if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.store.read_only:
+        if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.read_only:
             self.sync()
         if session:
-            source, path_prefix = "sessions", session_prefix(session)
+            source, path_prefix = "sessions", session_prefix(session, self.workspace, self.settings.sources)
         timings: dict[str, float] = {}
         if cfg.vector_weight > 0 and not self._embedder.loaded:
             t0 = time.perf_counter()
             _ = self.embedder  # load the model outside the per-query timings
             timings["model_load"] = (time.perf_counter() - t0) * 1000
         t_all = time.perf_counter()
-        try:
-            cands = self.retrieve(
-                query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
-                scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors,
-                timings=timings,
-            )
-        except Exception as exc:
-            if not is_corruption(exc):
-                raise
-            raise IndexCorruptError(f"the index {self.index_path} is corrupt ({exc}); rebuild it with "
-                                    "`hybridmem index --rebuild`") from None
+        cands = self.retrieve(query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
+                              scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors, timings=timings)
         t0 = time.perf_counter()
         ranking = rank(cands, cfg, now=now)
         timings["rank"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - t_all) * 1000
         name, model, _, _ = self.syncer.identity()
         fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(self._embedder.skipped)
-        return SearchResponse(
-            query=query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
+        return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
+            query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
             fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
             candidates=cands, notice=notice,
         )
-
-    def recall(self, message: str, config: RankConfig | None = None, **scope: Any) -> str:
-        """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
-        (the reference's ``prependContext``): the passing hits with their citations, clamped to
-        ``max_injected_chars`` (0: no cap), or ``""`` when nothing passes ``min_score``. ``scope``: as :meth:`search`.
-
-        Example:
-            >>> MemoryIndex("datasets/demo-memory/workspace").recall("chocolate cake recipe")  # doctest: +SKIP
-            ''
-        """
-        resp = self.search(message, config=config, **scope)
-        return recall_block([(h.citation, h.final_score, h.snippet) for h in resp.results],
-                            resp.config.max_injected_chars)
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:
@@ -222,46 +174,49 @@ class MemoryIndex:
         the workbench ranks one retrieval under several configs. ``full_mmr``: see :func:`hybridmem.ranking.rank`."""
         return rank(candidates, config or self.settings.ranking, now=now, full_mmr=full_mmr)
 
+    # -- the parts of a search one at a time, for the eval and the benchmarks -----------------------------------
+    def keyword_search(self, in_memory: bool = True) -> Callable[..., list[LegHit]]:
+        """The keyword leg as :meth:`retrieve` runs it now, a function of ``(query, pool, scope=None)``
+        (``in_memory=False``: always FTS5, never the in-memory postings)."""
+        return self.retriever.keyword_search(in_memory)
+
+    def vectors(self) -> tuple:
+        """``(ids, matrix, sources, paths)``: every chunk vector the index holds for its embedding model."""
+        return self.retriever.vectors()
+
+    def cached_query_vectors(self, texts: Sequence[str], embedder: Embedder) -> tuple[dict[str, np.ndarray], int]:
+        """Vectors of ``texts`` as queries, through the index's embedding cache; and how many were embedded."""
+        return self.retriever.cached_query_vectors(texts, embedder)
+
+    def wait_for_copies(self) -> None:
+        """Block until the in-memory copies being built in the background are done (benchmarks, tests)."""
+        self.retriever.wait_for_copies()
+
     # -- get -----------------------------------------------------------------------------------------------------
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
         """Read lines of an indexed memory file or transcript. Refuses absolute paths, ``..``, links leading outside
         the configured memory places (the indexer's rule) and anything not indexed. Transcripts return their redacted
         ``User:``/``Assistant:`` lines."""
-        key = validate_relative(path)
-        row = self.store.files().get(key)
-        if row is None and self.workspace is not None:
-            row = next(({"abspath": f.abspath, "source": f.source, "path": f.path}
-                        for f in src.discover(self.workspace, self.settings.sources) if f.path == key), None)
-        if row is None or not row.get("abspath"):
-            raise PathError(f"not an indexed memory file: {path!r} (only MEMORY.md, memory/**/*.md, extra paths and "
-                            "session transcripts can be read)")
-        return read_lines(Path(row["abspath"]), row["source"], key, self.workspace, self.settings.sources,
-                          from_line, lines)
+        return read_memory(path, self.indexed_file, self.workspace, self.settings.sources, from_line, lines)
+
+    def indexed_file(self, path: str) -> dict[str, Any] | None:
+        """The index's row for the file ``path`` (``abspath``, ``source``, ``size``...), None when not indexed."""
+        return self.store.files().get(path)
 
     # -- status --------------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        meta = self.store.all_meta()
-        loaded = self._embedder.loaded
+        meta, loaded, store = self.store.all_meta(), self._embedder.loaded, self.store
         return {
-            "workspace": str(self.workspace) if self.workspace else None,
-            "index_path": str(self.index_path),
-            **self.store.counts(),
-            "provider": meta.get("provider", "none"),
-            "model": meta.get("model", ""),
-            "dims": int(meta.get("dims", 0) or 0),
-            "vector_backend": "sqlite-vec" if self.store.vec_available else "numpy",
-            "vector_search": self.retriever.vector_search_label(),
-            "vec_error": self.store.vec_error,
-            "driver": self.store.driver,
-            "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),
-            "settings_hash": meta.get("settings_hash"),
-            "cache_entries": self.store.cache_count(),
-            "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None,
-            "dirty": self.dirty,
+            "workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
+            **store.counts(), "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
+            "dims": int(meta.get("dims", 0) or 0), "vector_backend": "sqlite-vec" if store.vec_available else "numpy",
+            "vector_search": self.retriever.vector_search_label(), "vec_error": store.vec_error,
+            "driver": store.driver, "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),
+            "settings_hash": meta.get("settings_hash"), "cache_entries": store.cache_count(),
+            "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None, "dirty": self.dirty,
             "fallback_reason": self.fallback_reason if loaded else None,
             "query_embedding": getattr(self._embedder.current, "runtime", None) if loaded else None,
-            "last_sync_report": self.last_sync.to_dict() if self.last_sync else None,
-            "read_only": self.store.read_only,
+            "last_sync_report": self.last_sync.to_dict() if self.last_sync else None, "read_only": store.read_only,
         }
 
     def check(self) -> list[str]:
@@ -273,55 +228,19 @@ class MemoryIndex:
         counts = self.store.file_chunk_counts()
         return [{**row, "chunks": counts.get(p, 0)} for p, row in self.store.files().items()]
 
+    def counts(self) -> dict[str, int]:
+        """How many files and chunks (and embedded chunks) the index holds."""
+        return self.store.counts()
 
-RECALL_HEADER = "Possibly relevant memories (cite as path#lines):"
+    def generation(self) -> str:
+        """Changes whenever a sync changes the index, so copies of an older index can be told apart."""
+        return str(self.store.get_meta("generation", "0"))
 
+    @property
+    def read_only(self) -> str | None:
+        """Why the index can only be read (opened read-only), or None when it can be written."""
+        return self.store.read_only
 
-def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:
-    """``(citation, score, snippet)`` hits as one context block within ``cap`` chars (0: no cap); a hit that
-    would overrun is left out with every later one. ``""`` for no hits.
-
-    Example:
-        >>> print(recall_block([("MEMORY.md#L3", 0.81, "car repair notes")], 4000))
-        <memory>
-        Possibly relevant memories (cite as path#lines):
-        [MEMORY.md#L3] (p=0.81)
-        car repair notes
-        </memory>
-    """
-    head, tail = f"<memory>\n{RECALL_HEADER}\n", "</memory>"
-    body = ""
-    for citation, score, snippet in hits:
-        part = f"[{citation}] (p={score:.2f})\n{snippet.strip()}\n"
-        if cap and len(head) + len(body) + len(part) + len(tail) > cap:
-            break
-        body += part
-    return head + body + tail if body else ""
-
-
-def session_prefix(session: str) -> str:
-    """The path prefix of a session transcript given its id or file name."""
-    s = session if session.endswith(".jsonl") else f"{session}.jsonl"
-    return s if "/" in s else f"sessions/{s}"
-
-
-def _workspace(workspace: str | Path | None) -> Path | None:
-    if workspace is None:
-        return None
-    ws = Path(workspace)
-    if not ws.exists():
-        raise WorkspaceError(f"workspace not found: {ws}")
-    if not ws.is_dir():
-        raise WorkspaceError(f"workspace is not a folder: {ws}")
-    return ws.absolute()
-
-
-def _index_path(index_path: str | Path | None, workspace: Path | None, settings: Settings) -> Path | str:
-    if index_path is None and settings.store.path:
-        configured = Path(settings.store.path).expanduser()
-        index_path = configured if configured.is_absolute() or workspace is None else workspace / configured
-    if index_path is None:
-        if workspace is None:
-            raise WorkspaceError("an index path is needed when there is no workspace")
-        index_path = default_index_path(workspace)
-    return Path(index_path) if str(index_path) != ":memory:" else str(index_path)
+    def chunk_paths(self) -> dict[int, str]:
+        """Chunk id -> file path (a document's id in an index of documents)."""
+        return self.store.chunk_paths()

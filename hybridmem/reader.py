@@ -10,13 +10,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import BINARY, read_text, redact_memory_text, session_redactor, source_roots, within
+from hybridmem.sources import BINARY, discover, read_text, redact_memory_text, session_redactor, source_roots, within
+
+
+def read_memory(
+    path: str, indexed: Callable[[str], dict[str, Any] | None], workspace: Path | None, sources: SourcesConfig,
+    from_line: int | None = None, lines: int | None = None,
+) -> dict[str, Any]:
+    """``memory_get``: ``path`` checked (:func:`validate_relative`), found among the indexed files (``indexed(key)``
+    gives its row) or, in a workspace, among those the next sync would index, and its lines read."""
+    key = validate_relative(path)
+    row = indexed(key)
+    if row is None and workspace is not None:
+        row = next(({"abspath": f.abspath, "source": f.source, "path": f.path}
+                    for f in discover(workspace, sources) if f.path == key), None)
+    if row is None or not row.get("abspath"):
+        raise PathError(f"not an indexed memory file: {path!r} (only MEMORY.md, memory/**/*.md, extra paths and "
+                        "session transcripts can be read)")
+    return read_lines(Path(row["abspath"]), row["source"], key, workspace, sources, from_line, lines)
 
 
 def read_lines(

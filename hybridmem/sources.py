@@ -170,6 +170,31 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
     return [out[k] for k in sorted(out)]
 
 
+def session_prefix(session: str, workspace: str | Path | None, config: SourcesConfig | None = None) -> str:
+    """The path prefix (citation key) of a session transcript given its id or file name: its key in the first
+    configured session folder (``sources.session_paths``) that holds it, else in the first one. A name with a ``/``
+    is a key already.
+
+    Example:
+        >>> session_prefix("s2", None), session_prefix("s2.jsonl", None, SourcesConfig(session_paths=("chats",)))
+        ('sessions/s2.jsonl', 'chats/s2.jsonl')
+    """
+    cfg = config or SourcesConfig()
+    name = session if session.endswith(".jsonl") else f"{session}.jsonl"
+    if "/" in name or not cfg.session_paths:
+        return name
+    keys: list[tuple[str, bool]] = []
+    for folder in cfg.session_paths:
+        sp = Path(folder).expanduser()
+        if workspace is None:  # a documents-only index: no transcript on disk to find
+            keys.append((f"{sp.as_posix().rstrip('/')}/{name}", False))
+            continue
+        ws = Path(workspace).absolute()
+        sp = sp if sp.is_absolute() else ws / sp
+        keys.append((_key(ws, sp / name, sp), (sp / name).is_file()))
+    return next((key for key, held in keys if held), keys[0][0])
+
+
 def unindexed_reason(rel: str, config: SourcesConfig | None = None) -> str | None:
     """Why :func:`discover` would not index the workspace-relative file ``rel`` under ``memory/`` (None: it would).
 

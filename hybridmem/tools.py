@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.errors import HybridMemError
@@ -53,6 +53,47 @@ def nothing_found(resp: Any) -> str:
     if not ranking.candidates:
         return f"{NOTHING_FOUND} Neither the keyword nor the vector search found a candidate."
     return f"{NOTHING_FOUND} No candidate scored {config.min_score:g} or more."
+
+
+RECALL_HEADER = "Possibly relevant memories (cite as path#lines):"
+
+
+def recall(index: Any, message: str, config: Any = None, **scope: Any) -> str:
+    """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
+    (the reference's ``prependContext``): the passing hits of ``index.search`` with their citations, clamped to
+    ``max_injected_chars`` (0: no cap), or ``""`` when nothing passes ``min_score``. ``scope``: as ``search``. The
+    ``hybridmem recall`` command and the MCP ``recall`` prompt both give this.
+
+    Example:
+        >>> recall(MemoryIndex("datasets/demo-memory/workspace"), "chocolate cake recipe")  # doctest: +SKIP
+        ''
+    """
+    resp = index.search(message, config=config, **scope)
+    return recall_block([(h.citation, h.final_score, h.snippet) for h in resp.results], resp.config.max_injected_chars)
+
+
+def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:
+    """``(citation, score, snippet)`` hits as one context block within ``cap`` chars (0: no cap); a hit that
+    would overrun is left out with every later one. ``""`` for no hits.
+
+    Example:
+        >>> print(recall_block([("MEMORY.md#L3", 0.81, "car repair notes")], 4000))
+        <memory>
+        Possibly relevant memories (cite as path#lines):
+        [MEMORY.md#L3] (p=0.81)
+        car repair notes
+        </memory>
+    """
+    head, tail = f"<memory>\n{RECALL_HEADER}\n", "</memory>"
+    body = ""
+    for citation, score, snippet in hits:
+        part = f"[{citation}] (p={score:.2f})\n{snippet.strip()}\n"
+        if cap and len(head) + len(body) + len(part) + len(tail) > cap:
+            break
+        body += part
+    return head + body + tail if body else ""
+
+
 GET_DESCRIPTION = (
     "Read specific lines of a memory file (MEMORY.md, memory/**/*.md or a session transcript), usually after "
     "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root."

@@ -26,8 +26,9 @@ LAYERS: list[set[str]] = [
     {"index"},
     {"fallback", "tools", "watch"},
     {"eval", "serve"},
-    {"cli"},
+    {"commands"},
     {"eval.cli", "serve.cli", "bench", "workbench"},
+    {"cli"},
 ]
 LAYER = {c: i for i, layer in enumerate(LAYERS) for c in layer}
 
@@ -60,16 +61,34 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path) -> set[str]:
-    """Every ``hybridmem.*`` module imported anywhere in the file (inside functions too)."""
+    """Every ``hybridmem.*`` module imported anywhere in the file (inside functions too), and every one it names in a
+    string outside a docstring: a module named by string (``importlib.import_module(name)``, a list of names to load)
+    is a dependency all the same, and the one an ``import`` statement never shows."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
-            if node.module == "hybridmem":
-                found |= {f"hybridmem.{a.name}" for a in node.names}
+            found |= {m for a in node.names if _is_module(m := f"{node.module}.{a.name}")}  # ``from pkg import mod``
+    docstrings = _docstrings(tree)
+    found |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and id(node) not in docstrings and _is_module(node.value)}
     return {m for m in found if m.startswith("hybridmem.")}
+
+
+def _is_module(name: str) -> bool:
+    if not re.fullmatch(r"hybridmem(\.\w+)+", name):
+        return False
+    path = ROOT.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
 
 
 def component_graph() -> dict[str, set[str]]:
@@ -130,9 +149,7 @@ def test_sql_lives_in_the_store() -> None:
         if name.startswith("hybridmem.store"):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        docstrings = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
                     and SQL.search(node.value):
@@ -152,3 +169,30 @@ def test_the_checks_catch_a_wrong_direction(tmp_path: Path) -> None:
     f.write_text("def f():\n    from hybridmem.index import MemoryIndex\n    import hybridmem.store.schema\n")
     assert _imports(f) == {"hybridmem.index", "hybridmem.store.schema"}
     assert _component("hybridmem.eval.cli") == "eval.cli" and _component("hybridmem.retrieve.vectors") == "retrieve"
+
+
+def test_the_checks_see_a_module_named_by_string(tmp_path: Path) -> None:
+    """``cli`` once loaded its subcommand modules by name and each imported ``cli`` back: a cycle no import statement
+    showed. A module named in a string counts as an import; other strings and docstrings do not."""
+    f = tmp_path / "m.py"
+    f.write_text('"""hybridmem.index"""\nimport importlib\nMODULES = ("hybridmem.eval.cli", "hybridmem.toml")\n'
+                 'def load():\n    importlib.import_module("hybridmem.bench")\n    from hybridmem.serve import cli\n')
+    assert _imports(f) == {"hybridmem.eval.cli", "hybridmem.bench", "hybridmem.serve", "hybridmem.serve.cli"}
+
+
+PARTS = {"store", "syncer", "retriever"}  # MemoryIndex's parts: callers use its methods
+OWNERS = ("hybridmem.index", "hybridmem.store", "hybridmem.sync", "hybridmem.retrieve")
+
+
+def test_callers_use_the_facade_not_its_parts() -> None:
+    """Outside the facade and the parts themselves, nothing reaches into ``idx.store``, ``idx.syncer`` or
+    ``idx.retriever`` (``settings.store``, the store's settings, is not a part)."""
+    files = {n: p for n, p in _modules().items() if not n.startswith(OWNERS)} | {"app": ROOT.parent / "app.py"}
+    found = []
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in PARTS:
+                owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+                if not owner.endswith("settings"):
+                    found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, f"use a MemoryIndex method instead: {found}"

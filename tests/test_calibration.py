@@ -159,18 +159,18 @@ def test_chocolate_cake_returns_nothing_keyword_only(tmp_path: Path) -> None:
     """Without an embedder the keyword leg's own gate decides (a fake embedder's cosines mean nothing to a gate
     fitted on real models; the real models are tested below)."""
     from hybridmem.index import MemoryIndex
-    from hybridmem.tools import NOTHING_FOUND, MemoryTools
+    from hybridmem.tools import NOTHING_FOUND, MemoryTools, recall
 
     with MemoryIndex(_cake_workspace(tmp_path), embedder=None) as idx:
         idx.sync()
         assert idx.search("chocolate cake recipe").results == ()
-        assert idx.recall("chocolate cake recipe") == ""
+        assert recall(idx, "chocolate cake recipe") == ""
         out = json.loads(MemoryTools(idx).handle("memory_search", {"query": "chocolate cake recipe"}))
         assert out["results"] == [] and out["message"].startswith(NOTHING_FOUND)
         for path, q in CAKE_QUERIES.items():
             res = idx.search(q).results
             assert res and res[0].path == path, q
-            block = idx.recall(q)
+            block = recall(idx, q)
             assert f"[{res[0].citation}]" in block and len(block) <= idx.settings.ranking.max_injected_chars
 
 
@@ -190,7 +190,7 @@ def test_chocolate_cake_returns_nothing_real_models(tmp_path: Path, provider: st
 
 
 def test_recall_block_clamped() -> None:
-    from hybridmem.index import recall_block
+    from hybridmem.tools import recall_block
 
     hits = [("a.md#L1", 0.9, "x" * 100), ("b.md#L2", 0.8, "y" * 100)]
     full = recall_block(hits, 0)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
-from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, Calibration
+from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, JOINT_MODELS, Calibration, joint_model
 from hybridmem.errors import ConfigError
 from hybridmem.ranking import rank
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, query_features
-from hybridmem.ranking.joint import RANK_K, JointLeg, joint_features, joint_fusion
+from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, joint_features, joint_fusion
 from hybridmem.records import Candidates, ChunkInfo, LegHit
 
 
@@ -52,8 +53,35 @@ def test_joint_fusion_is_the_logistic_of_the_weighted_features() -> None:
         joint_fusion(legs, Calibration(("cosine",), (1.0,), 0.0))
 
 
+def test_joint_features_do_not_move_with_the_pool() -> None:
+    """An evaluation to depth 100 draws a pool of 200 per leg; a live search 24: the min-max features of the top
+    NORM_DEPTH are those the model was fitted on (pool 40) whatever the pool, and the tail reads 0."""
+    rng = np.random.default_rng(3)
+    cos = sorted(rng.uniform(0.7, 0.95, 200), reverse=True)
+    bm = sorted(rng.uniform(-12.0, -0.5, 200))  # bm25(): lower is better
+    def legs(n: int) -> list[JointLeg]:
+        ids = tuple(range(n))
+        return [JointLeg("vector", 1.0, ids, cos[:n], [0.1] * n, tuple(range(1, n + 1))),
+                JointLeg("keyword", 1.0, tuple(1000 + i for i in ids), bm[:n], [0.1] * n, tuple(range(1, n + 1)))]
+    short, long = joint_features(legs(NORM_DEPTH)), joint_features(legs(200))
+    assert all(long[cid] == short[cid] for cid in short)
+    assert all(long[cid][0] == 0.0 for cid in range(NORM_DEPTH, 200))
+    assert all(long[1000 + i][1] == 0.0 for i in range(NORM_DEPTH, 200))
+
+
+def test_each_embedding_model_orders_with_its_own_fit() -> None:
+    assert set(JOINT_MODELS) >= {"multilingual-e5-small", "all-MiniLM-L6-v2"}
+    assert joint_model("multilingual-e5-small") is JOINT_MODELS["multilingual-e5-small"]
+    assert joint_model("text-embedding-3-small") is JOINT_MODEL  # a model never fitted: the pooled fit
+    c = _cands([(1, 0.9), (2, 0.8)], [(2, -5.0), (1, -1.0)])
+    e5 = rank(c, RankConfig(answer_threshold=0.0), now=0.0)
+    minilm = rank(dataclasses.replace(c, vector_model="all-MiniLM-L6-v2"), RankConfig(answer_threshold=0.0), now=0.0)
+    assert [h.final_score for h in e5.hits] != [h.final_score for h in minilm.hits]
+
+
 def test_fitted_models_keep_the_order_monotone() -> None:
-    assert JOINT_MODEL.features == JOINT_FEATURES and all(c >= 0 for c in JOINT_MODEL.coef)
+    for model in (JOINT_MODEL, *JOINT_MODELS.values()):
+        assert model.features == JOINT_FEATURES and all(c >= 0 for c in model.coef)
     for gate in GATE_MODELS.values():
         assert set(gate.features) <= set(GATE_FEATURES)
 

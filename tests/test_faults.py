@@ -305,6 +305,23 @@ def test_corrupt_index_gives_clear_error_and_rebuild_works(tmp_path: Path, capsy
     assert list(index.parent.glob("index.sqlite.corrupt-*")), "the corrupt file is kept aside for inspection"
 
 
+def test_rebuild_moves_aside_the_index_store_path_names(tmp_path: Path) -> None:
+    """The CLI resolves the index file as the facade does (``config.resolve_index_path``), so ``--rebuild`` moves
+    aside the corrupt file ``store.path`` names, not the default one."""
+    ws = make_workspace(tmp_path / "ws", files=3, lines=10)
+    (ws / "hybridmem.toml").write_text('[store]\npath = "idx/mem.sqlite"\n')
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        idx.store.checkpoint()
+    index = ws / "idx" / "mem.sqlite"
+    data = index.read_bytes()
+    index.write_bytes(data[:100] + b"\xff" * 50 + data[150:4096])  # as in the next test: corrupt
+    with pytest.raises(IndexCorruptError):
+        MemoryIndex(ws, embedder=HashEmbedder())
+    assert cli_main(["index", str(ws), "--rebuild", "--keyword-only"]) == 0
+    assert list(index.parent.glob("mem.sqlite.corrupt-*")) and not (ws / ".hybridmem" / "index.sqlite").exists()
+
+
 def test_truncated_index_file_is_corrupt_not_a_crash(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws", files=3, lines=10)
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:

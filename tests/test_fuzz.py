@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hybridmem.config import TokenizerConfig
 from hybridmem.errors import PathError
-from hybridmem.index import validate_relative
+from hybridmem.reader import validate_relative
 from hybridmem.sessions import count_messages, parse_transcript, redact
 from hybridmem.store import Store
 from hybridmem.tokenization import fts_query, tokenize

@@ -103,6 +103,21 @@ def test_citations_point_at_jsonl_lines(tmp_path: Path) -> None:
         assert hit.citation == "sessions/s2.jsonl#L4" and hit.source == "sessions"
 
 
+def test_session_scope_follows_the_configured_session_folders(tmp_path: Path) -> None:
+    """``session=`` finds a transcript in whichever configured folder holds it, not only ``sessions/``."""
+    ws = tmp_path / "ws"
+    for folder, sid, text in (("chats", "s3", "the kafka consumer lag is high"), ("logs", "s4", "kafka lag again")):
+        (ws / folder).mkdir(parents=True)
+        (ws / folder / f"{sid}.jsonl").write_text(msg("user", text) + "\n")
+    settings = Settings().override(sources={"session_paths": ["chats", "logs"]})
+    with MemoryIndex(ws, settings=settings, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        for sid, citation in (("s3", "chats/s3.jsonl#L1"), ("s4.jsonl", "logs/s4.jsonl#L1")):
+            hits = idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session=sid).results
+            assert [h.citation for h in hits] == [citation]
+        assert idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session="s9").results == ()
+
+
 def test_malformed_lines_reported_in_sync(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "sessions").mkdir(parents=True)

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from hybridmem.bench.common import BenchOptions, peak_rss_mb
 from hybridmem.bench.report import REQUIRED, save
-from hybridmem.cli import command
+from hybridmem.commands import command
 
 GROUPS = ("vectors", "keyword", "e2e", "indexing", "sweep", "serving", "backends")
 _NEEDS_MODEL = {"vectors", "e2e", "indexing", "sweep"}

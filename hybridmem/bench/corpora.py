@@ -63,7 +63,7 @@ def scifact_evaluator(opts: BenchOptions, embedder: object | None):  # noqa: ANN
 
 def doc_of_chunks(idx) -> dict[int, str]:  # noqa: ANN001
     """chunk id -> document path, for mapping chunk rankings to BEIR documents."""
-    return idx.store.chunk_paths()
+    return idx.chunk_paths()
 
 
 def _sentence_pool(limit_docs: int | None = None) -> tuple[list[str], list[str]]:

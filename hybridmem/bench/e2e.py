@@ -41,7 +41,7 @@ def bench_size(opts: BenchOptions, n: int, embedder: object, queries: list[str],
     out[f"e2e_first_query_s_{label}"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     idx.search(queries[1])  # starts the background builds: in-memory keyword index, int8 copy of the vectors
-    idx.retriever.wait_for_copies()
+    idx.wait_for_copies()
     out[f"e2e_keyword_index_build_s_{label}"] = time.perf_counter() - t0
     stage: dict[str, list[float]] = {s: [] for s in STAGES}
 
@@ -73,7 +73,7 @@ def bench_size(opts: BenchOptions, n: int, embedder: object, queries: list[str],
 
     knn = MemoryIndex(None, index_path=path, settings=Settings().override(store={"vector_search": "sqlite-vec"}),
                       embedder=embedder)  # type: ignore[arg-type]
-    if knn.store.vec_available:
+    if knn.status()["vector_backend"] == "sqlite-vec":
         knn_t = time_each(lambda q: knn.search(q), queries[: max(10, len(queries) // 3)], warmup=2)
         out[f"e2e_sqlitevec_p50_ms_{label}"], out[f"e2e_sqlitevec_p95_ms_{label}"] = map(ms, percentiles(knn_t))
     knn.close()

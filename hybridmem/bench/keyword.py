@@ -1,10 +1,11 @@
 """Figure group 2, the keyword leg on SciFact (300 test queries): the engine's FTS5 leg against bm25s and rank_bm25,
 queries per second and nDCG@10 side by side.
 
-The engine runs exactly what live search runs: ``hybridmem.retrieve.keyword_leg`` (the safe FTS5 query builder
-``tokenization.fts_query`` and ``Store.keyword_search``) on a keyword-only ``MemoryIndex`` of SciFact, with the default
-candidate pool; chunks map to their documents, first occurrence wins. The peers index whole documents with bm25s's
-own tokenizer (English stopwords, Snowball stemmer), the setting of their published SciFact numbers.
+The engine runs exactly what live search runs (``MemoryIndex.keyword_search``: ``retrieve.keyword_leg``, the safe
+FTS5 query builder ``tokenization.fts_query`` and ``Store.keyword_search``) on a keyword-only ``MemoryIndex`` of
+SciFact, with the default candidate pool; chunks map to their documents, first occurrence wins. The peers index whole
+documents with bm25s's own tokenizer (English stopwords, Snowball stemmer), the setting of their published SciFact
+numbers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import time
 from hybridmem.bench.common import BenchOptions, first_occurrence, ndcg10, percentiles, time_each
 from hybridmem.bench.corpora import beir_of, doc_of_chunks, scifact_dataset, scifact_evaluator
 from hybridmem.config import RankConfig
-from hybridmem.retrieve import Scope, keyword_leg
 
 
 def bench_engine(opts: BenchOptions, queries: dict[str, str], out: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -22,20 +22,19 @@ def bench_engine(opts: BenchOptions, queries: dict[str, str], out: dict[str, flo
     idx = ev.index
     doc_of = doc_of_chunks(idx)
     pool = RankConfig().pool
-    tok = idx.settings.tokenizer
-    scope = Scope()
     qtexts = list(queries.values())
 
     for q in qtexts[:2]:  # the facade builds its in-memory copy of the postings from a generation's 2nd query on
         idx.retrieve(q, pool, vector=False)
-    idx.retriever.wait_for_copies()
-    memory = idx.retriever.keyword_memory()  # the leg exactly as MemoryIndex.retrieve runs it
+    idx.wait_for_copies()
+    engine = idx.keyword_search()  # the leg exactly as MemoryIndex.retrieve runs it (over the in-memory postings)
+    fts5_leg = idx.keyword_search(in_memory=False)
 
     def one(q: str) -> dict[str, float]:
-        return first_occurrence(doc_of[h.chunk_id] for h in keyword_leg(idx.store, q, pool, tok, scope, memory))
+        return first_occurrence(doc_of[h.chunk_id] for h in engine(q, pool))
 
     def fts5(q: str) -> dict[str, float]:
-        return first_occurrence(doc_of[h.chunk_id] for h in keyword_leg(idx.store, q, pool, tok, scope))
+        return first_occurrence(doc_of[h.chunk_id] for h in fts5_leg(q, pool))
 
     samples: list[float] = []
     cpu: list[float] = []
@@ -51,8 +50,7 @@ def bench_engine(opts: BenchOptions, queries: dict[str, str], out: dict[str, flo
     out["keyword_p50_ms_scifact"], out["keyword_p95_ms_scifact"] = p50 * 1000, p95 * 1000
     out["keyword_fts5_p50_ms_scifact"] = percentiles(f_samples)[0] * 1000
     out["keyword_qps_scifact"] = len(samples) / sum(samples)
-    same = [keyword_leg(idx.store, q, 200, tok, scope, memory) == keyword_leg(idx.store, q, 200, tok, scope)
-            for q in qtexts]
+    same = [engine(q, 200) == fts5_leg(q, 200) for q in qtexts]
     out["keyword_memory_same_as_fts5"] = sum(same) / len(same)  # 1.0: identical ids, ranks and bm25 scores
     out["keyword_pool"] = float(pool)
     out["keyword_chunks_scifact"] = float(len(doc_of))

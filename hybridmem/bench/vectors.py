@@ -120,8 +120,7 @@ def bench_recall_real(opts: BenchOptions, out: dict[str, float], embedder: objec
     and recall@10 of the quantized pre-filter against exact, rescoring the share of rows it rescores at 100k."""
     ev = scifact_evaluator(opts, embedder)
     idx = ev.index
-    name, model, key, _ = idx.syncer.identity()
-    ids, mat, sources, paths = idx.store.load_vectors(name, model, key)
+    ids, mat, sources, paths = idx.vectors()
     vm = VectorMatrix(ids, mat, sources, paths, int8_min_rows=0)
     texts = [q.text for q in ev.dataset.queries]
     if not opts.quick:  # every SciFact claim (train and test), 1,109 queries

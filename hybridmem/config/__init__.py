@@ -21,6 +21,7 @@ from hybridmem.config.base import (
     FUSION_METHODS, INDEX_DIRNAME, INDEX_FILENAME, LABELS_DIRNAME, MAX_QUERY_CHARS, MMR_SIMILARITIES, PROVIDERS, QUERY_MODES,
     PROVIDER_MODELS, QUERY_RUNTIMES, TOKENIZER_VERSION, VECTOR_NORMALIZATIONS, VECTOR_SEARCH_MODES, provider_model,
 )
+from hybridmem.config.paths import default_index_path, resolve_index_path, resolve_workspace
 from hybridmem.config.ranking import (
     CALIBRATED_MIN_SCORE, CALIBRATED_RANKING, DEFAULT_EVAL_CONFIGS, DEFAULT_RANKING, MINMAX_RANKING, PRESETS, REFERENCE_RANKING, fusion_min_score, preset, RankConfig,
 )
@@ -38,6 +39,6 @@ __all__ = [
     "FAILOVER_ERRORS", "FUSION_METHODS", "INDEX_DIRNAME", "INDEX_FILENAME", "LABELS_DIRNAME", "MAX_QUERY_CHARS", "MMR_SIMILARITIES",
     "PRESETS", "PROVIDER_MODELS", "PROVIDERS", "QUERY_MODES", "QUERY_RUNTIMES", "REFERENCE_RANKING", "RankConfig", "ServeConfig",
     "Settings", "SourcesConfig", "StoreConfig", "SyncConfig", "TOKENIZER_VERSION", "TokenizerConfig",
-    "VECTOR_NORMALIZATIONS", "VECTOR_SEARCH_MODES", "fusion_min_score", "load_settings", "preset", "provider_model",
-    "settings_from_dict",
+    "VECTOR_NORMALIZATIONS", "VECTOR_SEARCH_MODES", "default_index_path", "fusion_min_score", "load_settings", "preset",
+    "provider_model", "resolve_index_path", "resolve_workspace", "settings_from_dict",
 ]

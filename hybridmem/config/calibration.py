@@ -74,6 +74,12 @@ KEYWORD_CALIBRATION = Calibration(("log1p_bm25", "coverage", "log_terms"), (1.03
     "288198 rows (10765 relevant) from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad")
 JOINT_MODEL = Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both"), (1.3481, 1.9613, 0.0, 3.1741, 1.8395, 1.8512, 0.0), -6.5397,
     "1392289 candidates (22934 relevant) of 22804 queries from demo, locomo, scifact, xquad")
+JOINT_MODELS: dict[str, Calibration] = {
+    "multilingual-e5-small": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both"), (1.8722, 1.5311, 0.1902, 3.2291, 2.0828, 1.8401, 0.0), -6.9002,
+        "761220 candidates (11741 relevant) of 11402 queries from demo, locomo, scifact, xquad"),
+    "all-MiniLM-L6-v2": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both"), (1.2378, 2.0912, 0.0, 3.5156, 1.4395, 1.9644, 0.0), -6.3193,
+        "631069 candidates (11193 relevant) of 11402 queries from demo, locomo, scifact, xquad"),
+}
 GATE_MODELS: dict[str, Calibration] = {
     "multilingual-e5-small": Calibration(("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share"), (0.4881, 8.7265, 32.3479, 4.7856, 2.7333), 25.5278,
         "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross"),
@@ -104,9 +110,16 @@ def vector_calibration(model: str) -> Calibration:
     return VECTOR_CALIBRATIONS.get(model) or VECTOR_CALIBRATIONS[FALLBACK_VECTOR_MODEL]
 
 
-def joint_model() -> Calibration:
-    """The order's model (:mod:`hybridmem.ranking.joint`)."""
-    return JOINT_MODEL
+def joint_model(model: str = "") -> Calibration:
+    """The order's model (:mod:`hybridmem.ranking.joint`) for embedding ``model``: its own fit where there is one
+    (each model's vector leg reads differently: MiniLM's is blind outside English, e5's the stronger leg in Russian or
+    German), else :data:`JOINT_MODEL`, the fit on every model's rows together.
+
+    Example:
+        >>> joint_model("no-such-model") is JOINT_MODEL
+        True
+    """
+    return JOINT_MODELS.get(model) or JOINT_MODEL
 
 
 def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"})) -> Calibration:

@@ -136,12 +136,14 @@ def calibrate(settings_by_model: dict[str, Settings], datasets: Sequence[str] = 
 
 
 def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibration | None = None,
-           gates: dict[str, Calibration] | None = None, threshold: float | None = None) -> str:
-    """The constants block of :mod:`hybridmem.config.calibration`; the order, the gates and the threshold not given
-    keep their current values."""
+           gates: dict[str, Calibration] | None = None, threshold: float | None = None,
+           joints: dict[str, Calibration] | None = None) -> str:
+    """The constants block of :mod:`hybridmem.config.calibration`; the order (pooled ``joint`` and per-model
+    ``joints``), the gates and the threshold not given keep their current values."""
     from hybridmem.config import calibration as current
 
     joint = current.JOINT_MODEL if joint is None else joint
+    joints = {**current.JOINT_MODELS, **(joints or {})}
     gates = {**current.GATE_MODELS, **(gates or {})}
     threshold = current.ANSWER_THRESHOLD if threshold is None else threshold
 
@@ -157,6 +159,11 @@ def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibrat
     lines += [f"KEYWORD_CALIBRATION = {head}", tail]
     head, tail = cal(joint, "    ")
     lines += [f"JOINT_MODEL = {head}", tail]
+    lines.append("JOINT_MODELS: dict[str, Calibration] = {")
+    for model, c in joints.items():
+        head, tail = cal(c, "        ")
+        lines += [f"    {model!r}: {head}", tail + ","]
+    lines.append("}")
     lines.append("GATE_MODELS: dict[str, Calibration] = {")
     for model, c in gates.items():
         head, tail = cal(c, "        ")

@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from hybridmem.cli import command, print_json
+from hybridmem.commands import command, print_json
 from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, PROVIDERS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
 
@@ -143,8 +143,9 @@ def _run_calibrate(args: argparse.Namespace) -> int:
         from hybridmem.config.calibration import KEYWORD_CALIBRATION
         from hybridmem.eval.decisions import DECISION_DATASETS, fit_decisions
 
-        joint, gates, threshold = fit_decisions(models, DECISION_DATASETS, progress=not args.json)
-        block = render(dict(VECTOR_CALIBRATIONS), KEYWORD_CALIBRATION, joint, gates, threshold)
+        fitted = fit_decisions(models, DECISION_DATASETS, progress=not args.json)
+        block = render(dict(VECTOR_CALIBRATIONS), KEYWORD_CALIBRATION, fitted.joint, fitted.gates, fitted.threshold,
+                       fitted.joints)
     else:
         vector, keyword = calibrate(models, progress=not args.json)
         # models not refitted this run keep their fits (refit one model without re-embedding the others' datasets)

@@ -8,7 +8,10 @@ the default config at the evaluation depth (10; pool 40 per leg).
   each irrelevant one of the same query, at most :data:`PAIRS` pairs a query; Joachims, "Optimizing search engines
   using clickthrough data", KDD 2002, with a logistic loss as in RankNet) gives the direction that orders best, with
   every coefficient >= 0 (monotone in each leg's raw score); a Platt step on the pointwise rows then maps it to a
-  probability of relevance. Each source (a dataset; XQuAD-R's 11 languages together) weighs the same.
+  probability of relevance. Each source (a dataset; XQuAD-R's 11 languages together) weighs the same. One fit per
+  embedding model on its own candidates (a leg reads differently per model: MiniLM's vector leg is blind outside
+  English, e5's is the stronger leg in Russian or German), and one on every model's rows together for a model never
+  fitted.
 - **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query labelled 1 when answerable and
   0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and no-answer rows
   weigh the same in total, each set within them the same. Features are standardized for the fit.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -41,7 +44,7 @@ from hybridmem.ranking.gate import GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
-__all__ = ["DECISION_DATASETS", "DEPTH", "GATE_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows",
+__all__ = ["DECISION_DATASETS", "DEPTH", "GATE_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions",
            "choose_threshold", "collect", "fit_decisions", "fit_gate", "fit_order", "fit_rows"]
 
 DEPTH = 10
@@ -56,6 +59,15 @@ GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_sh
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
+
+
+class Decisions(NamedTuple):
+    """What :func:`fit_rows` fits: the pooled order, one order per embedding model, the gates, the threshold."""
+
+    joint: Calibration
+    joints: dict[str, Calibration]
+    gates: dict[str, Calibration]
+    threshold: float
 
 
 @dataclass
@@ -180,8 +192,9 @@ def choose_threshold(answerable: Mapping[str, Sequence[float]], max_false: float
 
 
 def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[str],
-                  progress: bool = True) -> tuple[Calibration, dict[str, Calibration], float]:
-    """Fit the order on every model's rows together, one gate per model, and the threshold (see the module doc).
+                  progress: bool = True) -> Decisions:
+    """Fit the order (per model, and on every model's rows together), one gate per model, and the threshold (see the
+    module doc).
 
     ``settings_by_model``: ``{embedding model: Settings that select it}``; ``datasets``: dataset names (their train
     splits and no-answer sets are read).
@@ -198,10 +211,11 @@ def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[st
     return fit_rows(rows_by_model)
 
 
-def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> tuple[Calibration, dict[str, Calibration], float]:
+def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
     """:func:`fit_decisions` on rows already collected (``{embedding model: rows}``)."""
     pooled = DecisionRows(order=[r for rows in rows_by_model.values() for r in rows.order])
     joint = fit_order(pooled)
+    joints = {model: fit_order(rows) for model, rows in rows_by_model.items() if rows.order}
     gates = {model: fit_gate(rows) for model, rows in rows_by_model.items()}
     default, first = next(iter(rows_by_model.items()))  # the default model's gate sets the threshold
     threshold = choose_threshold(_answerable({default: first}, gates, "both"))
@@ -213,7 +227,7 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> tuple[Calibration, di
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = choose_threshold(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
-    return joint, gates, threshold
+    return Decisions(joint, joints, gates, threshold)
 
 
 def _answerable(rows_by_model: Mapping[str, DecisionRows], gates: Mapping[str, Calibration],

@@ -33,8 +33,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_EVAL_CONFIGS, MAX_QUERY_CHARS, PRESETS, ChunkingConfig, RankConfig, Settings, preset
-from hybridmem.embeddings import Embedder, create_embedder, sanitize
+from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, ChunkingConfig, RankConfig, Settings, preset
+from hybridmem.embeddings import Embedder, create_embedder
 from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
 from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
 from hybridmem.eval.units import judged_units
@@ -194,18 +194,9 @@ class Evaluator:
         e = self.embedder
         if e is None:
             return {}
-        store = self.index.store
-        hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
-        cached = store.cache_get(e.name, e.model, e.provider_key, list(hashes))
-        missing = [h for h in hashes if h not in cached]
-        for i in range(0, len(missing), e.batch_size):
-            batch = missing[i: i + e.batch_size]
-            mat = sanitize(e.embed_batch([hashes[h][:MAX_QUERY_CHARS] for h in batch], is_query=True))
-            fresh = dict(zip(batch, mat))
-            store.cache_put(e.name, e.model, e.provider_key, fresh)
-            cached.update(fresh)
-        self.query_embedded += len(missing)
-        return {t: cached[h] for h, t in hashes.items()}
+        vectors, embedded = self.index.cached_query_vectors(texts, e)
+        self.query_embedded += embedded
+        return vectors
 
     def candidates(self, pool: int, keyword: bool = True, vector: bool = True,
                    with_vectors: bool = False) -> dict[str, Candidates]:

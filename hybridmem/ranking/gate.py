@@ -13,7 +13,7 @@ query's top candidates of both legs:
   chunk standing out of its pool; one without has a flat pool);
 - ``coverage_top``: the largest share of the query's distinct terms one of the keyword leg's top
   :data:`AGREE_DEPTH` chunks holds;
-- ``term_share``: the share of the query's distinct terms that some chunk of either leg's pool holds (a question about
+- ``term_share``: the share of the query's distinct terms that some chunk of either leg's top 40 holds (a question about
   a person or a thing memory never mentions has terms found nowhere: on LoCoMo, a question asked of another
   conversation names people who are not in it);
 - ``log_terms``: ``log`` of the number of distinct query terms.

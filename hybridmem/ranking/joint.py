@@ -4,8 +4,10 @@ A weighted sum of per-leg probabilities halves every chunk only one leg found, a
 of a leg (its scores relative to the query's pool, or its ranks). :func:`joint_fusion` reads them all at once, per
 candidate of the union of both legs' pools:
 
-- ``vector_minmax`` / ``keyword_minmax``: the leg's raw score min-max normalized within the query's pool (BM25 as
-  ``-bm25()``), 0 when the leg did not find the chunk;
+- ``vector_minmax`` / ``keyword_minmax``: the leg's raw score min-max normalized between its best and its
+  :data:`NORM_DEPTH`-th (BM25 as ``-bm25()``; the pool's last when the pool is shorter), 0 below that and when the
+  leg did not find the chunk. A fixed depth, not the whole pool, so the top of the order does not move with
+  ``max_results`` (an evaluation to depth 100 draws a pool of 200, whose tail would squeeze every feature);
 - ``vector_p`` / ``keyword_p``: the leg's calibrated probability of relevance
   (:mod:`hybridmem.ranking.calibrate`), 0 when not found;
 - ``vector_rank`` / ``keyword_rank``: ``RANK_K / (RANK_K + rank)``, 0 when not found;
@@ -40,10 +42,11 @@ from typing import NamedTuple, Sequence
 from hybridmem.config.calibration import JOINT_FEATURES, Calibration
 from hybridmem.ranking.calibrate import sigmoid
 
-__all__ = ["JOINT", "JOINT_FEATURES", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
+__all__ = ["JOINT", "JOINT_FEATURES", "NORM_DEPTH", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
 
 JOINT = "joint"  # the fusion name
 RANK_K = 10  # the rank feature's constant: rank 1 -> 0.91, rank 10 -> 0.5, rank 40 -> 0.2
+NORM_DEPTH = 40  # the min-max features' floor: the pool the model was fitted at (depth 10 x candidate multiplier 4)
 
 
 class JointLeg(NamedTuple):
@@ -67,13 +70,14 @@ class JointLeg(NamedTuple):
 
 
 def _minmax(values: Sequence[float]) -> list[float]:
+    """``values`` (best first) scaled so the best is 1 and the :data:`NORM_DEPTH`-th 0, clipped to [0, 1]."""
     if not values:
         return []
-    lo, hi = min(values), max(values)
+    hi, lo = max(values), min(values[:NORM_DEPTH])
     if hi - lo <= 1e-12:
-        return [1.0] * len(values)
+        return [1.0 if v >= hi - 1e-12 else 0.0 for v in values]
     span = hi - lo
-    return [(v - lo) / span for v in values]
+    return [min(1.0, max(0.0, (v - lo) / span)) for v in values]
 
 
 def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:

@@ -16,7 +16,7 @@ from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
 from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, query_features
-from hybridmem.ranking.joint import JointLeg, joint_fusion
+from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
@@ -130,7 +130,7 @@ class RankMemo:
 
     def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
         """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model."""
-        return joint_fusion(self.joint_legs(legs, config), joint_model())
+        return joint_fusion(self.joint_legs(legs, config), joint_model(self.candidates.vector_model or ""))
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
         """The answer gate's features of this query (:func:`~hybridmem.ranking.gate.query_features`) from the legs
@@ -142,8 +142,8 @@ class RankMemo:
         coverages = [] if k is None or not q else [
             sum(1 for t in q if t in chunks[cid].tokens) / len(q) for cid in k.scored.ids[:AGREE_DEPTH]]
         left = set(q)
-        for leg in legs:
-            for cid in leg.scored.ids:
+        for leg in legs:  # each leg's top NORM_DEPTH, as fitted: the share must not grow with max_results
+            for cid in leg.scored.ids[:NORM_DEPTH]:
                 if not left:
                     break
                 left.difference_update(chunks[cid].tokens)

@@ -11,18 +11,19 @@ for none of them.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from hybridmem.background import SecondCallBuild
-from hybridmem.config import Settings
-from hybridmem.embeddings import LazyEmbedder
-from hybridmem.errors import HybridMemError
-from hybridmem.records import Candidates
+from hybridmem.config import MAX_QUERY_CHARS, Settings
+from hybridmem.embeddings import Embedder, LazyEmbedder, sanitize
+from hybridmem.errors import HybridMemError, IndexCorruptError
+from hybridmem.records import Candidates, LegHit
 from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import (
@@ -35,6 +36,7 @@ from hybridmem.retrieve.legs import (
 from hybridmem.retrieve.vectors import VectorMatrix
 from hybridmem.sessions import replace_surrogates
 from hybridmem.store import IndexStore
+from hybridmem.store.connection import is_corruption
 
 _OPTIMISTIC_TRIES = 3  # lock-free attempts before a search reads inside one transaction
 Identity = Callable[[], tuple[str, str, str, int]]  # (provider, model, provider_key, dims) the index was built with
@@ -181,6 +183,32 @@ class Retriever:
         if self._matrix is not None:
             _ = self._matrix.int8  # waits for (or does) the int8 build
 
+    def keyword_search(self, in_memory: bool = True) -> Callable[..., list[LegHit]]:
+        """The keyword leg alone as :meth:`retrieve` runs it now, as a function of ``(query, pool, scope=None)``: over
+        the in-memory postings while the current generation has them, else FTS5 (``in_memory=False``: FTS5 always)."""
+        memory, tok = (self.keyword_memory() if in_memory else None), self.settings.tokenizer
+        return lambda query, pool, scope=None: keyword_leg(self.store, query, pool, tok, scope or Scope(), memory)
+
+    def vectors(self) -> tuple:
+        """``(ids, matrix, sources, paths)``: every chunk vector the index holds for its embedding identity."""
+        name, model, key, _ = self._identity()
+        return self.store.load_vectors(name, model, key)
+
+    def cached_query_vectors(self, texts: Sequence[str], embedder: Embedder) -> tuple[dict[str, np.ndarray], int]:
+        """Vectors of query texts by ``embedder``, from the index's embedding cache or embedded in batches (then
+        cached), and how many were embedded."""
+        hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
+        e = embedder
+        cached = self.store.cache_get(e.name, e.model, e.provider_key, list(hashes))
+        missing = [h for h in hashes if h not in cached]
+        for i in range(0, len(missing), e.batch_size):
+            batch = missing[i: i + e.batch_size]
+            mat = sanitize(e.embed_batch([hashes[h][:MAX_QUERY_CHARS] for h in batch], is_query=True))
+            fresh = dict(zip(batch, mat))
+            self.store.cache_put(e.name, e.model, e.provider_key, fresh)
+            cached.update(fresh)
+        return {t: cached[h] for h, t in hashes.items()}, len(missing)
+
     # -- retrieval -----------------------------------------------------------------------------------------------
     def retrieve(
         self,
@@ -194,11 +222,19 @@ class Retriever:
         timings: dict[str, float] | None = None,
     ) -> Candidates:
         """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
-        scope = scope or Scope()
-        t = timings if timings is not None else {}
         if not isinstance(query, str):
             raise HybridMemError(f"query must be a string, not {type(query).__name__}")
-        query = clean_query(query)
+        try:
+            return self._retrieve(clean_query(query), pool, keyword, vector, scope or Scope(), with_vectors,
+                                  query_vector, timings if timings is not None else {})
+        except Exception as exc:
+            if not is_corruption(exc):
+                raise
+            raise IndexCorruptError(f"the index {self.store.path} is corrupt ({exc}); rebuild it with "
+                                    "`hybridmem index --rebuild`") from None
+
+    def _retrieve(self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,
+                  query_vector: np.ndarray | None, t: dict[str, float]) -> Candidates:
         qv = query_vector
         if vector and qv is None and query.strip() and self.embedder.get() is not None:
             t0 = time.perf_counter()

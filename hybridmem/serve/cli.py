@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from hybridmem.cli import command
+from hybridmem.commands import command
 
 
 def add_parsers(sub: Any) -> None:

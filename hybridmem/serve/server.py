@@ -20,7 +20,7 @@ from hybridmem.config import DEFAULT_RANKING
 from hybridmem.serve.service import MemoryService, guarded
 from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
                                    WRITE_DESCRIPTION, write_note)
-from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, parse_args
+from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, parse_args, recall as tools_recall
 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
@@ -198,7 +198,7 @@ RECALL_PROMPT_DESCRIPTION = ("Memories relevant to a message, as a context block
 def recall(service: MemoryService, message: str) -> str:
     """The ``recall`` prompt's context block (``""``: nothing relevant) from the served index."""
     service.refresh()
-    return service.index.recall(message)
+    return tools_recall(service.index, message)
 
 
 def _version() -> str:

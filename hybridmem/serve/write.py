@@ -180,7 +180,7 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
             index.sync()
             if service.index is index:
                 break
-        row = service.index.store.files().get(out["path"])
+        row = service.index.indexed_file(out["path"])
         out["indexed"] = row is not None and row["size"] >= end
         if not out["indexed"]:
             out["index_error"] = "the index does not hold the note yet; the watcher will add it"

@@ -174,7 +174,7 @@ def check_workspace(path: str) -> str | None:
 
 def generation(idx: MemoryIndex) -> str:
     """Changes whenever the index is synced, so cached retrievals of an older index are not reused."""
-    return str(idx.store.get_meta("generation", "0"))
+    return idx.generation()
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)

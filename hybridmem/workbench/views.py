@@ -38,11 +38,11 @@ def open_workspace(source: state.Source) -> MemoryIndex:
         fail(problem)
     try:
         idx = state.get_index(source.workspace)
-        if idx.store.counts()["files"] == 0:
+        if idx.counts()["files"] == 0:
             sync(idx, "Indexing the workspace for the first time")
     except HybridMemError as exc:
         fail(state.error_text(exc))
-    if idx.store.counts()["files"] == 0:
+    if idx.counts()["files"] == 0:
         fail(f"No Markdown memory files in {source.workspace}: expected MEMORY.md, memory.md or memory/**/*.md "
              "(or sessions/*.jsonl). Add notes there, or choose another folder in the sidebar.")
     return idx
