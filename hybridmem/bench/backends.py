@@ -165,10 +165,10 @@ def run(opts: BenchOptions) -> dict[str, float]:
     try:
         for n in sizes(opts):
             lab = label(n)
-            base = Settings()
-            pg_settings = replace(base, store=replace(base.store, backend="postgres", url=server.url,
-                                                      namespace=f"bench-{n}-{time.time_ns()}"))
-            engines = {"sqlite": (base, tmp / f"bench-{n}.sqlite"), "postgres": (pg_settings, tmp / f"pg-{n}")}
+            base_settings = Settings()
+            pg_settings = replace(base_settings, store=replace(base_settings.store, backend="postgres", url=server.url,
+                                                               namespace=f"bench-{n}-{time.time_ns()}"))
+            engines = {"sqlite": (base_settings, tmp / f"bench-{n}.sqlite"), "postgres": (pg_settings, tmp / f"pg-{n}")}
             for name, (settings, path) in engines.items():
                 store = open_store(settings, path)
                 rows_s, index_s = fill(store, opts, n, embedder)
@@ -190,7 +190,7 @@ def run(opts: BenchOptions) -> dict[str, float]:
                 one = make()
                 for q in queries[:3]:
                     one.search(q)
-                one.retriever.wait_for_copies()  # SQLite's in-memory copies, as a long-lived server has them
+                one.wait_for_copies()  # SQLite's in-memory copies, as a long-lived server has them
                 lat1 = _latencies(make, one, queries, 1)
                 out[f"backend_{name}_p50_ms_{lab}_1c"], out[f"backend_{name}_p95_ms_{lab}_1c"] = map(
                     ms, percentiles(lat1))

@@ -43,21 +43,22 @@ def compare_backends(dataset: Dataset, url: str, configs: Sequence[str] | Mappin
     Returns one row per config: ``config``, ``sqlite``, ``postgres`` (mean nDCG@10), ``max_query_diff``,
     ``same_top10`` (share of queries), ``queries``.
     """
-    base = settings or Settings()
+    base_settings = settings or Settings()
     named = resolve_configs(configs)
     cache = cache or tempfile.mkdtemp(prefix="hm-backends-")
-    sqlite_ev = Evaluator(dataset, settings=base, embedder=embedder, cache=cache, progress=False)
+    sqlite_ev = Evaluator(dataset, settings=base_settings, embedder=embedder, cache=cache, progress=False)
     emb = sqlite_ev.embedder
-    pg_settings = replace(base, store=replace(base.store, backend="postgres", url=url,
+    pg_settings = replace(base_settings, store=replace(base_settings.store, backend="postgres", url=url,
                                               namespace=namespace or f"eval:{dataset.name}:{sqlite_ev.index_path()}"))
     pg_ev = Evaluator(dataset, settings=pg_settings, embedder=emb, cache=cache, progress=False)
     try:
         res = {"sqlite": sqlite_ev.evaluate(named, ["ndcg@10"], split=split)}
         if seed_cache:
-            target = open_store(pg_settings, pg_ev.index_path())
+            source, target = open_store(base_settings, sqlite_ev.index_path()), open_store(pg_settings, pg_ev.index_path())
             try:
-                target.cache_insert_rows(sqlite_ev.index.store.cache_rows())
+                target.cache_insert_rows(source.cache_rows())
             finally:
+                source.close()
                 target.close()
         res["postgres"] = pg_ev.evaluate(named, ["ndcg@10"], split=split)
         qids = res["sqlite"].query_ids
