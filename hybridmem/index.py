@@ -30,7 +30,7 @@ from hybridmem.reader import read_memory
 from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import session_prefix
-from hybridmem.store import Store
+from hybridmem.store import open_store
 from hybridmem.sync import Progress, SyncReport, Syncer
 from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
@@ -53,7 +53,7 @@ class MemoryIndex:
         self.workspace: Path | None = resolve_workspace(workspace)
         self.settings = settings or load_settings(workspace=self.workspace)
         self.index_path = resolve_index_path(index_path, self.workspace, self.settings)
-        self.store = Store(self.index_path, self.settings.store.busy_timeout_ms)
+        self.store = open_store(self.settings, self.index_path)
         lazy = embedder == _AUTO
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
         self.syncer = Syncer(self.store, self.settings, self.workspace, self._embedder)

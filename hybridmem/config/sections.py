@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from hybridmem.config.base import (
     DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, DOCUMENT_RUNTIMES, INDEX_DIRNAME, LABELS_DIRNAME, MAX_QUERY_CHARS, PROVIDERS,
-    QUERY_MODES, QUERY_RUNTIMES, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
+    QUERY_MODES, QUERY_RUNTIMES, STORE_BACKENDS, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
 )
 from hybridmem.errors import ConfigError
 
@@ -194,9 +194,25 @@ class StoreConfig:
     prefilter_dims: int = 128
     rescore_min: int = 800
     rescore_factor: int = 20
+    # sqlite: the index file (the default, embedded). postgres: a shared PostgreSQL with pgvector (docs/postgres.md),
+    # at ``url`` or the env HYBRIDMEM_STORE_URL; needs `pip install 'hybridmem[postgres]'`.
+    backend: str = "sqlite"
+    url: str = ""
+    # The PostgreSQL namespace this index lives in ("" = the index path, one per workspace and host); give several
+    # hosts the same name to share one index.
+    namespace: str = ""
+    # pgvector: exact scan below this many vectors in the namespace, HNSW (built once the namespace reaches it) above.
+    # Measured (docs/postgres.md): exact 30 ms at 20k x 384 on 2 shared cores; HNSW ~1 ms, recall@10 0.993 against
+    # exact on SciFact's e5 vectors at ef_search 100 (0.964 at 40, 1.0 at 400).
+    pg_hnsw_min_rows: int = 10_000
+    pg_ef_search: int = 100
 
     def __post_init__(self) -> None:
         _check_choice("store.vector_search", self.vector_search, VECTOR_SEARCH_MODES)
+        _check_choice("store.backend", self.backend, STORE_BACKENDS)
+        for name in ("pg_hnsw_min_rows", "pg_ef_search"):
+            value = getattr(self, name)
+            _check(_is_int(value) and value >= 1, f"store.{name}", value, "an integer >= 1")
         for name in ("int8_min_rows", "rescore_min", "rescore_factor"):
             value = getattr(self, name)
             _check(_is_int(value) and value >= 0, f"store.{name}", value, "an integer >= 0")

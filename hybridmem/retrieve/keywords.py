@@ -18,35 +18,16 @@ persistent copy; :class:`~hybridmem.index.MemoryIndex` builds this from it per i
 from __future__ import annotations
 
 import math
-import unicodedata
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
 from hybridmem.retrieve.vectors import ScopedRows
+from hybridmem.tokenization import fts_tokens
 
 K1 = 1.2  # FTS5's bm25() defaults (fts5_aux.c); not settings: they must match what FTS5 computes
 B = 0.75
-
-
-@lru_cache(maxsize=200_000)
-def fts_tokens(term: str) -> tuple[str, ...]:
-    """What FTS5's ``unicode61 remove_diacritics 0 categories 'L* N* Co M*'`` makes of one stored token: pieces
-    split on any other character, lower-cased (``1⁄4``, with U+2044 FRACTION SLASH, is the two tokens 1 and 4)."""
-    if term.isalnum():
-        return (term.lower(),)
-    pieces, cur = [], []
-    for ch in term:
-        if unicodedata.category(ch)[0] in "LNM" or unicodedata.category(ch) == "Co":
-            cur.append(ch)
-        elif cur:
-            pieces.append("".join(cur).lower())
-            cur = []
-    if cur:
-        pieces.append("".join(cur).lower())
-    return tuple(pieces)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 from hybridmem.config import TokenizerConfig
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
-from hybridmem.store import Store
+from hybridmem.store import IndexStore
 from hybridmem.tokenization import fts_query, query_terms
 
 
@@ -27,7 +27,7 @@ class Scope:
 
 
 def keyword_leg(
-    store: Store, query: str, pool: int, tokenizer: TokenizerConfig, scope: Scope, memory: KeywordIndex | None = None
+    store: IndexStore, query: str, pool: int, tokenizer: TokenizerConfig, scope: Scope, memory: KeywordIndex | None = None
 ) -> list[LegHit]:
     """FTS5 BM25 through the safe query builder; ``raw`` is FTS5's ``bm25()`` (negative, lower is better).
 
@@ -60,7 +60,7 @@ def vector_leg(
 
 
 def chunk_infos(
-    store: Store, ids: list[int], vector_of: Callable[[int], np.ndarray | None] | None = None
+    store: IndexStore, ids: list[int], vector_of: Callable[[int], np.ndarray | None] | None = None
 ) -> dict[int, ChunkInfo]:
     """What ranking needs per chunk; ``vector_of`` adds vectors for cosine MMR."""
     rows = store.chunk_rows(ids)

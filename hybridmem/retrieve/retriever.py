@@ -35,7 +35,7 @@ from hybridmem.retrieve.legs import (
 )
 from hybridmem.retrieve.vectors import VectorMatrix
 from hybridmem.sessions import replace_surrogates
-from hybridmem.store import Store
+from hybridmem.store import IndexStore
 from hybridmem.store.connection import is_corruption
 
 _OPTIMISTIC_TRIES = 3  # lock-free attempts before a search reads inside one transaction
@@ -56,7 +56,7 @@ class Retriever:
 
     def __init__(
         self,
-        store: Store,
+        store: IndexStore,
         settings: Settings,
         embedder: LazyEmbedder,
         identity: Identity,
@@ -114,6 +114,8 @@ class Retriever:
         mode = self.settings.store.vector_search
         if mode == "sqlite-vec" and self.store.vec_available and self.store.has_vec_table():
             return self.store.vector_knn
+        if self.store.backend == "postgres" and mode in ("auto", "sqlite-vec"):
+            return self.store.vector_knn  # pgvector: exact below store.pg_hnsw_min_rows, HNSW above
         matrix = self.matrix()
         return matrix.search_quantized if mode == "quantized" else matrix.search
 
@@ -138,6 +140,8 @@ class Retriever:
         """How vector queries are served, for ``status()``: sqlite-vec, memory (exact; int8-bounded when the int8
         copy is in use), or quantized (int8 principal-subspace pre-filter)."""
         mode = self.settings.store.vector_search
+        if self.store.backend == "postgres" and mode in ("auto", "sqlite-vec"):
+            return "pgvector"
         if mode == "sqlite-vec" and self.store.vec_available:
             return "sqlite-vec"
         if mode == "quantized":
@@ -149,6 +153,8 @@ class Retriever:
         """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
         there is none: FTS5 answers. Built in the background from a generation's second keyword query (8 s at 100k
         chunks), so one-shot CLI searches never load it and no query waits for it."""
+        if self.store.backend == "postgres":
+            return None  # BM25 in SQL over the shared postings: other hosts write them, so no private copy
         gen = self._generation()
         ready = self._keywords
         if ready is not None and ready[0] == gen:

@@ -53,6 +53,8 @@ _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cac
 class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin):
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
+    backend = "sqlite"
+
     def __init__(self, path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS) -> None:
         self.path = str(path)
         self.read_only: str | None = None  # why this index cannot be written (searches still work), or None

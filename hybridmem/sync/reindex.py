@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.store import Store
@@ -87,6 +87,8 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
     Raises:
         ReindexError: building or swapping failed; the live index is unchanged (or restored from the backup).
     """
+    if getattr(live, "backend", "sqlite") == "postgres":
+        return generation_reindex(live, build)
     t0 = time.perf_counter()
     path = Path(live.path)
     tmp_path, bak_path = Path(f"{path}{TMP_SUFFIX}"), Path(f"{path}{BAK_SUFFIX}")
@@ -140,6 +142,30 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
         remove_db_files(tmp_path)
         if not keep_bak:
             remove_db_files(bak_path)
+    live.set_meta("last_sync", time.time())
+    report.full_reindex = True
+    counts = live.counts()
+    report.files, report.chunks = counts["files"], counts["chunks"]
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def generation_reindex(live: Any, build: Callable[[Any], SyncReport]) -> SyncReport:
+    """The full reindex of a store that keeps generations (PostgreSQL): build a new generation beside the live one,
+    check it, and swap it in with one transaction (``live.publish``); searches answer from the old one until then.
+    A failed build leaves an unpublished generation that no search reads and the next reindex removes."""
+    t0 = time.perf_counter()
+    tmp = live.new_generation()
+    try:
+        report = build(tmp)
+        check(tmp)
+        live.publish(tmp)
+    except HybridMemError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the live generation is untouched
+        raise ReindexError(f"full reindex failed, the previous index is unchanged: {type(exc).__name__}: {exc}") from exc
+    finally:
+        tmp.close()
     live.set_meta("last_sync", time.time())
     report.full_reindex = True
     counts = live.counts()

@@ -88,7 +88,9 @@ class Syncer:
         self.workspace = workspace
         self.embedder = embedder
         self._shared: SharedCache | None | bool = False  # False: not opened yet
-        self.lock_path: str | None = store.path  # None: a private store (a rebuild's new copy) takes no lock
+        # None: a private store (a rebuild's new copy) takes no lock, nor does PostgreSQL (not a file: its writers
+        # serialize on the server's advisory lock, and a host embedding a chunk another host embedded skips it)
+        self.lock_path: str | None = None if getattr(store, "backend", "sqlite") == "postgres" else store.path
         self.embed_limit: int | None = None  # the running sync's (see sync())
 
     @property

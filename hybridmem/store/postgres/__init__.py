@@ -1,0 +1,6 @@
+"""The PostgreSQL engine of the store (``[store] backend = "postgres"``): psycopg and pgvector, imported only here."""
+
+from hybridmem.store.postgres.connection import StoreConnectionError
+from hybridmem.store.postgres.database import PostgresStore
+
+__all__ = ["PostgresStore", "StoreConnectionError"]

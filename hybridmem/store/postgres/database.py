@@ -1,0 +1,445 @@
+"""The PostgreSQL index: the same contract as the SQLite :class:`~hybridmem.store.Store`, for many writers on many hosts.
+
+* **Namespaces.** One database holds many indexes (one per workspace or agent, ``[store] namespace``); every row
+  carries its namespace id and every statement filters on it, on both legs.
+* **Writers.** :meth:`PostgresStore.transaction` takes a transaction-scoped advisory lock on the namespace, so
+  syncers, watchers and ``--allow-write`` MCP servers on any host write one at a time per namespace: no lost update,
+  no duplicate chunks (a file's rows are replaced inside the lock). A writer killed mid-transaction holds nothing:
+  the server rolls its transaction back and releases the lock when the connection dies.
+* **Generations.** A full reindex writes a new generation beside the live one (:meth:`new_generation`) and
+  :meth:`publish` swaps ``hm_ns.live_gen`` and deletes the old rows in one transaction; searches answer from the old
+  generation until that commit. An unpublished generation (its writer died) is never read and is removed by the next
+  reindex of the namespace.
+* **Keyword leg.** BM25 exactly as FTS5 computes it, in SQL over ``hm_postings`` (:mod:`.bm25`).
+* **Vector leg.** pgvector cosine distance: an exact scan below ``hnsw_min_rows`` vectors, an HNSW index (built in
+  the write transaction that first reaches that size) above it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from hybridmem.errors import HybridMemError
+from hybridmem.store.health import HealthMixin
+from hybridmem.store.postgres.cache import PgCacheMixin
+from hybridmem.store.postgres.generations import GenerationsMixin
+from hybridmem.store.postgres.checks import PgChecksMixin
+from hybridmem.store.postgres.bm25 import bm25_sql, parse_match
+from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
+from hybridmem.store.postgres.schema import LIVE, LOCK_CLASS, MIGRATIONS
+from hybridmem.tokenization import fts_tokens
+
+# the ordered HNSW scan, not a scan and sort (what the planner picks on small or freshly written tables)
+_ANN_ONLY = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+_CHUNK_COLS = "id, path, source, start_line, end_line, text, tokens, timestamp, evergreen"
+
+
+class PostgresStore(GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
+    """One namespace of a PostgreSQL index (``gen`` pins a generation being built; None reads the live one)."""
+
+    backend = "postgres"
+
+    def __init__(self, url: str, namespace: str, hnsw_min_rows: int = 10_000, ef_search: int = 100,
+                 gen: int | None = None, reconnect_s: float = 20.0) -> None:
+        self.url, self.namespace = url, namespace
+        self.path = f"postgres:{namespace}"
+        self.read_only: str | None = None
+        self._identity = None
+        self.hnsw_min_rows, self.ef_search = hnsw_min_rows, ef_search
+        self._gen = gen
+        self._tx_gen: int | None = None
+        self._hnsw: set[int] = set()
+        self.link = PgLink(url, reconnect_s, on_connect=self._session)
+        if self._q("SELECT pg_is_in_recovery()", one=True)[0]:
+            self.read_only = f"{self.path} is served by a read replica (searches only; write on the primary)"
+            row = self._q("SELECT id FROM hm_ns WHERE name = %(name)s", {"name": namespace}, one=True)
+            if row is None:
+                raise HybridMemError(f"the namespace {namespace!r} is not on this replica yet; index it on the "
+                                     "primary first")
+            self.ns = int(row[0])
+        else:
+            self._migrate()
+            self.ns = int(self._q("INSERT INTO hm_ns(name) VALUES (%(name)s) ON CONFLICT (name) DO UPDATE SET name = "
+                                  "EXCLUDED.name RETURNING id", {"name": namespace}, one=True)[0])
+        self._session(self.link.conn)
+
+    def _session(self, conn: Any) -> None:
+        """Per-connection settings (again after every reconnect): numpy adaptation, HNSW search breadth."""
+        if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone() is None:
+            return
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        conn.execute(f"SET hnsw.ef_search = {int(self.ef_search)}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+
+    # -- connection --------------------------------------------------------------------------------------------
+    @property
+    def driver(self) -> str:
+        return f"psycopg {self.link.psycopg.__version__}"
+
+    @property
+    def vec_available(self) -> bool:
+        return True
+
+    @property
+    def vec_error(self) -> str | None:
+        return None
+
+    def close(self) -> None:
+        self.link.close()
+
+    def _p(self, **kw: Any) -> dict[str, Any]:
+        return {"ns": getattr(self, "ns", None), "gen": self._tx_gen if self._tx_gen is not None else self._gen, **kw}
+
+    def _q(self, sql: str, params: dict[str, Any] | Sequence[Any] | None = None, one: bool = False) -> Any:
+        def run(conn: Any) -> Any:
+            cur = conn.execute(sql, params)
+            if cur.description is None:
+                return None
+            return cur.fetchone() if one else cur.fetchall()
+        return self.link.read(run)
+
+    def _migrate(self) -> None:
+        with self.link.lock:
+            conn = self.link.conn
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
+                conn.execute("CREATE TABLE IF NOT EXISTS hm_version (version int NOT NULL)")
+                row = conn.execute("SELECT max(version) FROM hm_version").fetchone()
+                version = row[0] or 0
+                for number, script in MIGRATIONS:
+                    if number > version:
+                        conn.execute(script)
+                        conn.execute("INSERT INTO hm_version VALUES (%s)", (number,))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``with store.transaction(): ...``: one write transaction holding the namespace's advisory lock."""
+        link = self.link
+        with link.lock:
+            if link.in_tx:
+                yield
+                return
+            try:
+                link.conn.execute("BEGIN")
+                link.in_tx = True
+                link.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, self.ns))
+                self._tx_gen = self._gen if self._gen is not None else int(link.conn.execute(
+                    "SELECT live_gen FROM hm_ns WHERE id = %s", (self.ns,)).fetchone()[0])
+            except link.psycopg.OperationalError as exc:
+                link.in_tx = False
+                if link.broken(exc):
+                    link.reconnect()
+                    raise StoreConnectionError(f"lost the connection to PostgreSQL before a write began ({exc}); "
+                                               "nothing was written: run it again") from None
+                raise
+            try:
+                yield
+            except BaseException as exc:
+                self._end("ROLLBACK", exc)
+                raise
+            else:
+                self._end("COMMIT", None)
+
+    def _end(self, verb: str, pending: BaseException | None) -> None:
+        link = self.link
+        link.in_tx, self._tx_gen = False, None
+        try:
+            link.conn.execute(verb)
+        except link.psycopg.OperationalError as exc:
+            if not link.broken(exc):
+                raise
+            link.reconnect()
+            if pending is None:
+                raise link.lost(exc) from None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read of the block sees one committed state (a REPEATABLE READ, READ ONLY transaction)."""
+        link = self.link
+        with link.lock:
+            if link.in_tx:
+                yield
+                return
+            self._q("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            link.in_tx = True
+            try:
+                yield
+            finally:
+                self._end("COMMIT", None)
+
+    # -- generation and meta -----------------------------------------------------------------------------------
+    def generation(self) -> int:
+        return int(self.get_meta("generation", "0") or 0)
+
+    def bump_generation(self) -> None:
+        """Count one change of the chunks (inside the write transaction); builds the HNSW index once the namespace
+        reaches ``hnsw_min_rows`` vectors."""
+        self._q(f"INSERT INTO hm_meta(ns, gen, key, value) SELECT %(ns)s, {LIVE}, 'generation', '1' "
+                "ON CONFLICT (ns, gen, key) DO UPDATE SET value = (hm_meta.value::bigint + 1)::text", self._p())
+        self._maybe_hnsw()
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._q(f"SELECT value FROM hm_meta WHERE ns = %(ns)s AND gen = {LIVE} AND key = %(key)s",
+                      self._p(key=key), one=True)
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str | int | float) -> None:
+        self._q(f"INSERT INTO hm_meta(ns, gen, key, value) SELECT %(ns)s, {LIVE}, %(key)s, %(value)s "
+                "ON CONFLICT (ns, gen, key) DO UPDATE SET value = EXCLUDED.value", self._p(key=key, value=str(value)))
+
+    def all_meta(self) -> dict[str, str]:
+        return dict(self._q(f"SELECT key, value FROM hm_meta WHERE ns = %(ns)s AND gen = {LIVE}", self._p()))
+
+    # -- vectors -------------------------------------------------------------------------------------------------
+    def has_vec_table(self) -> bool:
+        return self.get_meta("vec_dims") is not None
+
+    def ensure_vec_table(self, dims: int) -> bool:
+        if dims <= 0:
+            return False
+        self.set_meta("vec_dims", int(dims))
+        return True
+
+    def _hnsw_name(self, dims: int) -> str:
+        return f"hm_chunks_hnsw_{self.ns}_{int(dims)}"
+
+    def _maybe_hnsw(self) -> None:
+        dims = int(self.get_meta("vec_dims", "0") or 0)
+        if dims <= 0 or dims in self._hnsw or self._vector_rows() < self.hnsw_min_rows:
+            return
+        # pgvector builds far faster while the graph fits in maintenance_work_mem (64 MB by default: ~25k x 384)
+        self._q("SET LOCAL maintenance_work_mem = '1GB'")
+        self._q(f"CREATE INDEX IF NOT EXISTS {self._hnsw_name(dims)} ON hm_chunks USING hnsw "
+                f"((embedding::vector({dims})) vector_cosine_ops) WHERE ns = {self.ns} AND embedding IS NOT NULL")
+        self._hnsw.add(dims)
+
+    def _vector_rows(self) -> int:
+        return int(self._q(f"SELECT count(*) FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND embedding IS NOT "
+                           "NULL", self._p(), one=True)[0])
+
+    def ann_ready(self, dims: int) -> bool:
+        """True when the namespace has its HNSW index for ``dims`` (and so is at least ``hnsw_min_rows`` big)."""
+        if dims not in self._hnsw and self._q("SELECT 1 FROM pg_class WHERE relname = %(n)s",
+                                              {"n": self._hnsw_name(dims)}, one=True):
+            self._hnsw.add(dims)
+        return dims in self._hnsw
+
+    def vector_knn(self, query: np.ndarray, k: int, source: str | None = None, path_prefix: str | None = None,
+                   exact: bool | None = None) -> list[tuple[int, float]]:
+        """``(chunk_id, cosine similarity)`` best first: HNSW once the namespace has its index, else an exact scan
+        (``exact`` forces either)."""
+        q = np.asarray(query, dtype=np.float32)
+        dims = int(q.shape[0])
+        scope = (" AND (%(source)s::text IS NULL OR source = %(source)s)"
+                 " AND (%(prefix)s::text IS NULL OR starts_with(path, %(prefix)s))")
+        p = self._p(q=q, k=int(k), source=source, prefix=path_prefix)
+        use_ann = (not exact) if exact is not None else self.ann_ready(dims)
+        if use_ann:
+            e = f"embedding::vector({dims}) <=> %(q)s::vector({dims})"
+            sql = (f"WITH hits AS MATERIALIZED (SELECT id, {e} AS d FROM hm_chunks WHERE ns = {self.ns} AND embedding "
+                   f"IS NOT NULL AND gen = {LIVE}{scope} ORDER BY {e} LIMIT %(k)s) SELECT id, d FROM hits ORDER BY d, id")
+        else:
+            sql = (f"SELECT id, embedding <=> %(q)s AS d FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND "
+                   f"embedding IS NOT NULL{scope} ORDER BY d, id LIMIT %(k)s")
+        if not use_ann:
+            return [(int(i), 1.0 - float(d)) for i, d in self._q(sql, p)]
+
+        def ann(conn: Any) -> list:
+            # the planner prefers a scan on small or freshly written tables: the caller asked for the index
+            own = not self.link.in_tx
+            if own:
+                conn.execute("BEGIN")
+            try:
+                conn.execute(_ANN_ONLY)
+                rows = conn.execute(sql, p).fetchall()
+            finally:
+                if own:
+                    conn.execute("COMMIT")
+            return rows
+        return [(int(i), 1.0 - float(d)) for i, d in self.link.read(ann)]
+
+    def explain_vector(self, query: np.ndarray, k: int = 10) -> str:
+        """The plan of the ANN query (tests check that the HNSW index serves it)."""
+        dims = int(np.asarray(query).shape[0])
+        e = f"embedding::vector({dims}) <=> %(q)s::vector({dims})"
+
+        def run(conn: Any) -> str:
+            conn.execute("BEGIN")
+            try:
+                conn.execute(_ANN_ONLY)
+                rows = conn.execute(f"EXPLAIN SELECT id FROM hm_chunks WHERE ns = {self.ns} AND embedding IS NOT NULL "
+                                    f"ORDER BY {e} LIMIT %(k)s", {"q": np.asarray(query, np.float32), "k": k}).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return "\n".join(r[0] for r in rows)
+        return self.link.read(run)
+
+    def vector_scan(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` by an exact scan (the reference the HNSW recall is measured against)."""
+        return self.vector_knn(query, k, exact=True)
+
+    def load_vectors(self, provider: str, model: str, provider_key: str
+                     ) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+        """All embedded chunks' vectors: ``(ids, matrix, sources, paths)`` (the vectors live on the chunk rows)."""
+        rows = self._q(f"SELECT id, embedding, source, path FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND "
+                       "embedding IS NOT NULL ORDER BY id", self._p())
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32), [], []
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        mat = np.vstack([np.asarray(r[1], dtype=np.float32) for r in rows])
+        return ids, mat, [r[2] for r in rows], [r[3] for r in rows]
+
+    # -- files and writes ----------------------------------------------------------------------------------------
+    def files(self) -> dict[str, dict[str, Any]]:
+        cols = ("path", "abspath", "source", "hash", "mtime", "size", "date", "evergreen")
+        rows = self._q(f"SELECT {', '.join(cols)} FROM hm_files WHERE ns = %(ns)s AND gen = {LIVE} ORDER BY path",
+                       self._p())
+        return {r[0]: dict(zip(cols, r)) for r in rows}
+
+    def file_chunk_counts(self) -> dict[str, int]:
+        return dict(self._q(f"SELECT path, count(*) FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} GROUP BY path",
+                            self._p()))
+
+    def _require_tx(self) -> None:
+        if not self.link.in_tx:
+            raise RuntimeError("call inside store.transaction()")
+
+    def delete_file(self, path: str) -> None:
+        """Remove a file, its chunks and their postings. Call inside a transaction."""
+        self._require_tx()
+        gone = self._q("DELETE FROM hm_chunks WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s "
+                       "RETURNING id, length", self._p(path=path))
+        if gone:
+            self._q("DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s)", {"ids": [r[0] for r in gone]})
+            self._stats(-len(gone), -sum(r[1] for r in gone))
+        self._q("DELETE FROM hm_files WHERE ns = %(ns)s AND gen = %(gen)s AND path = %(path)s", self._p(path=path))
+
+    def _stats(self, rows: int, tokens: int) -> None:
+        self._q("INSERT INTO hm_stats(ns, gen, n_rows, n_tokens) VALUES (%(ns)s, %(gen)s, %(r)s, %(t)s) ON CONFLICT "
+                "(ns, gen) DO UPDATE SET n_rows = hm_stats.n_rows + EXCLUDED.n_rows, n_tokens = hm_stats.n_tokens + "
+                "EXCLUDED.n_tokens", self._p(r=rows, t=tokens))
+
+    def touch_file(self, path: str, mtime: float, size: int) -> None:
+        with self.transaction():
+            self._q("UPDATE hm_files SET mtime = %(m)s, size = %(s)s WHERE ns = %(ns)s AND gen = %(gen)s AND "
+                    "path = %(path)s", self._p(m=mtime, s=size, path=path))
+
+    def upsert_file(self, file: dict[str, Any], chunks: Sequence[dict[str, Any]],
+                    vectors: Sequence[np.ndarray | None]) -> None:
+        """Replace a file's rows (file, chunks with their vectors, postings). Call inside a transaction."""
+        self.delete_file(file["path"])
+        self._q("INSERT INTO hm_files(ns, gen, path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
+                "VALUES (%(ns)s, %(gen)s, %(path)s, %(abspath)s, %(source)s, %(hash)s, %(mtime)s, %(size)s, %(date)s, "
+                "%(evergreen)s, %(at)s)", self._p(**{**file, "evergreen": int(file["evergreen"]), "at": time.time()}))
+        if not chunks:
+            return
+        ids = [r[0] for r in self._q("SELECT nextval('hm_chunks_id_seq') FROM generate_series(1, %(n)s)",
+                                     {"n": len(chunks)})]
+        ns, gen = self.ns, self._tx_gen
+        chunk_rows, postings, tokens_total = [], [], 0
+        for cid, chunk, vec in zip(ids, chunks, vectors):
+            toks = [p for t in chunk["tokens"].split() for p in fts_tokens(t)]
+            tokens_total += len(toks)
+            postings += [(ns, gen, term, cid, tf, len(toks)) for term, tf in Counter(toks).items()]
+            chunk_rows.append((cid, ns, gen, file["path"], file["source"], chunk["start_line"], chunk["end_line"],
+                               chunk["hash"], chunk["text"], chunk["tokens"], chunk["timestamp"],
+                               int(chunk["evergreen"]), int(vec is not None), len(toks),
+                               None if vec is None else np.asarray(vec, dtype=np.float32)))
+
+        def write(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO hm_chunks(id, ns, gen, path, source, start_line, end_line, hash, text, "
+                                "tokens, timestamp, evergreen, embedded, length, embedding) VALUES (%s, %s, %s, %s, "
+                                "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", chunk_rows)
+                with cur.copy("COPY hm_postings (ns, gen, term, chunk, tf, dl) FROM STDIN") as cp:
+                    for row in postings:
+                        cp.write_row(row)
+        self.link.read(write)
+        self._stats(len(chunk_rows), tokens_total)
+
+    # -- keyword first: chunks stored without a vector yet (hybridmem/store/pending.py's contract) -------------------
+    def pending_count(self) -> int:
+        """Chunks stored without a vector."""
+        return int(self._q(f"SELECT count(*) FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND embedded = 0",
+                           self._p(), one=True)[0])
+
+    def pending_chunks(self, limit: int, after_id: int = 0) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` pending chunks with an id above ``after_id``: ``(id, hash, text)`` in id order."""
+        return [tuple(r) for r in self._q(
+            f"SELECT id, hash, text FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND embedded = 0 AND "
+            "id > %(after)s ORDER BY id LIMIT %(limit)s", self._p(after=int(after_id), limit=int(limit)))]
+
+    def set_vectors(self, items: Sequence[tuple[int, np.ndarray]]) -> int:
+        """Attach vectors to pending chunks ``(id, vector)``; a chunk deleted or embedded meanwhile (another host's
+        writer) is skipped. Returns how many were attached. Call inside a transaction."""
+        self._require_tx()
+        done = 0
+        for cid, vec in items:
+            row = self._q("UPDATE hm_chunks SET embedded = 1, embedding = %(v)s WHERE ns = %(ns)s AND gen = %(gen)s "
+                          "AND id = %(id)s AND embedded = 0 RETURNING id",
+                          self._p(v=np.asarray(vec, dtype=np.float32), id=int(cid)), one=True)
+            done += row is not None
+        return done
+
+    def clear(self) -> None:
+        """Delete every file, chunk and posting of this generation (the embedding cache stays). In a transaction."""
+        self._require_tx()
+        self._drop_generation(self._tx_gen)
+        self._q("DELETE FROM hm_meta WHERE ns = %(ns)s AND gen = %(gen)s AND key = 'vec_dims'", self._p())
+
+    def _drop_generation(self, gen: int | None, meta: bool = False) -> None:
+        p = {"ns": self.ns, "g": gen}
+        tables = ("hm_postings", "hm_chunks", "hm_files", "hm_stats") + (("hm_meta",) if meta else ())
+        for table in tables:
+            self._q(f"DELETE FROM {table} WHERE ns = %(ns)s AND gen = %(g)s", p)
+
+    # -- reads ---------------------------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        files = self._q(f"SELECT count(*) FROM hm_files WHERE ns = %(ns)s AND gen = {LIVE}", self._p(), one=True)[0]
+        chunks, embedded = self._q(f"SELECT count(*), coalesce(sum(embedded), 0) FROM hm_chunks WHERE ns = %(ns)s "
+                                   f"AND gen = {LIVE}", self._p(), one=True)
+        return {"files": int(files), "chunks": int(chunks), "embedded_chunks": int(embedded)}
+
+    def keyword_search(self, match: str, limit: int, source: str | None = None, path_prefix: str | None = None
+                       ) -> list[tuple[int, float]]:
+        """BM25 as FTS5 scores it: ``(chunk_id, bm25)`` best first (negative; lower is better)."""
+        parsed = parse_match(match)
+        if parsed is None:  # a phrase: its pieces as separate terms (FTS5 would require them adjacent)
+            parsed = ([p for part in match.split('"') for p in fts_tokens(part) if part.strip() not in ("", "OR",
+                                                                                                        "AND")], False)
+        terms, require_all = parsed
+        if not terms or limit <= 0:
+            return []
+        scoped = source is not None or path_prefix is not None
+        sql = bm25_sql(LIVE, scoped, require_all)
+        rows = self._q(sql, self._p(terms=terms, limit=int(limit), nterms=len(terms), source=source,
+                                    prefix=path_prefix))
+        return [(int(i), float(r)) for i, r in rows]
+
+    def keyword_rows(self) -> tuple[list[int], list[str], list[str], list[str]]:
+        rows = self._q(f"SELECT id, tokens, source, path FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} ORDER BY id",
+                       self._p())
+        return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+
+    def chunk_rows(self, ids: Sequence[int]) -> dict[int, tuple]:
+        """``id -> (path, source, start_line, end_line, text, tokens, timestamp, evergreen)``."""
+        uniq = list(dict.fromkeys(int(i) for i in ids))
+        if not uniq:
+            return {}
+        rows = self._q(f"SELECT {_CHUNK_COLS} FROM hm_chunks WHERE id = ANY(%(ids)s) AND ns = %(ns)s",
+                       self._p(ids=uniq))
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    def chunk_paths(self) -> dict[int, str]:
+        return dict(self._q(f"SELECT id, path FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE}", self._p()))
+
+    def chunk_spans(self) -> list[tuple[str, int, int, str]]:
+        return [tuple(r) for r in self._q(f"SELECT path, start_line, end_line, hash FROM hm_chunks WHERE ns = %(ns)s "
+                                          f"AND gen = {LIVE} ORDER BY path, start_line", self._p())]
