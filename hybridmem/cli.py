@@ -74,9 +74,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
     with idx_cm as idx:
-        from hybridmem.sync import sync_running
-
-        if sync_running(str(idx.index_path)):
+        if idx.indexing_elsewhere():
             print("note: another process is indexing this workspace; waiting for it", file=sys.stderr, flush=True)
         report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json), wait=True)
         status = idx.status()
@@ -231,9 +229,7 @@ def _sync_unless_busy(idx: Any) -> None:
     """Sync before a search, unless another process is indexing: then search what it has stored so far (keywords
     for every stored chunk, vectors for the embedded ones) rather than index the same files a second time. The
     search's own sync stores every change (keyword first) but embeds only up to :data:`SEARCH_EMBED_LIMIT` chunks."""
-    from hybridmem.sync import sync_running
-
-    if sync_running(str(idx.index_path)):
+    if idx.indexing_elsewhere():
         print(f"note: not synced: another process is indexing {idx.index_path}; searching what it has stored so far",
               file=sys.stderr)
         return

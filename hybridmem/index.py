@@ -54,6 +54,8 @@ class MemoryIndex:
         self.settings = settings or load_settings(workspace=self.workspace)
         self.index_path = resolve_index_path(index_path, self.workspace, self.settings)
         self.store = open_store(self.settings, self.index_path)
+        if self.store.backend != "sqlite":  # the index is a namespace on a server, not the file
+            self.index_path = self.store.path
         lazy = embedder == _AUTO
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
         self.syncer = Syncer(self.store, self.settings, self.workspace, self._embedder)
@@ -104,6 +106,13 @@ class MemoryIndex:
         return True
 
     # -- sync ----------------------------------------------------------------------------------------------------
+    def indexing_elsewhere(self) -> bool:
+        """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
+        from hybridmem.sync import sync_running
+
+        lock = self.syncer.lock_path
+        return lock is not None and sync_running(str(lock))
+
     def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
              embed_limit: int | None = None) -> SyncReport:
         """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
@@ -233,7 +242,7 @@ class MemoryIndex:
         return {
             "workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
             **store.counts(), "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
-            "dims": int(meta.get("dims", 0) or 0), "vector_backend": "sqlite-vec" if store.vec_available else "numpy",
+            "dims": int(meta.get("dims", 0) or 0), "vector_backend": _vector_backend(store),
             "vector_search": self.retriever.vector_search_label(), "vec_error": store.vec_error,
             "driver": store.driver, "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),
             "settings_hash": meta.get("settings_hash"), "cache_entries": store.cache_count(),
@@ -274,3 +283,9 @@ class MemoryIndex:
 def _vectors_status(progress: tuple[dict[str, int] | None, str | None]) -> dict[str, Any]:
     vectors, note = progress
     return {"vectors": vectors, **({"vectors_note": note} if note else {})}
+
+
+def _vector_backend(store: Any) -> str:
+    if store.backend == "postgres":
+        return "pgvector"
+    return "sqlite-vec" if store.vec_available else "numpy"

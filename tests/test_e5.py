@@ -149,8 +149,9 @@ def test_switching_models_reembeds_and_the_cache_keeps_both_apart(tmp_path: Path
     ws = _workspace(tmp_path)
     index_path = tmp_path / "index.sqlite"
 
-    def sync(provider: str):  # noqa: ANN202
-        idx = MemoryIndex(ws, index_path=index_path, settings=Settings().override(embedding={"provider": provider}))
+    def sync(provider: str):  # noqa: ANN202  # the index's own cache: the user-level one (earlier tests fill it) off
+        idx = MemoryIndex(ws, index_path=index_path,
+                          settings=Settings().override(embedding={"provider": provider, "shared_cache": False}))
         report = idx.sync()
         keys = {row[:3] for row in idx.store.cache_rows()}
         idx.close()
