@@ -247,3 +247,31 @@ def test_bm25_stays_equal_after_files_are_replaced_and_deleted(pg: PostgresStore
         b = _by_text(pg, pg.keyword_search(match, 10))
         assert a == b, q
     assert pg.counts() == sqlite.counts() and pg.check() == []
+
+
+def test_a_long_lived_index_keeps_a_keyword_copy_that_another_hosts_write_retires(pg_url: str, pg_namespace: str,
+                                                                                    tmp_path: Path) -> None:
+    """The in-memory keyword copy on PostgreSQL (what brings a server's search near SQLite's) answers only for the
+    namespace generation it was built from: a write from another host (here another index object on its own
+    workspace folder and connection) bumps the generation, and the next search sees the new note at once."""
+    from hybridmem.index import MemoryIndex
+
+    settings = Settings().override(store={"backend": "postgres", "url": pg_url, "namespace": pg_namespace},
+                                   embedding={"provider": "none"})
+    a, b = tmp_path / "host-a", tmp_path / "host-b"
+    for ws in (a, b):
+        (ws / "memory").mkdir(parents=True)
+        (ws / "MEMORY.md").write_text("# Memory\n\nThe payment retries with backoff.\n")
+    server = MemoryIndex(a, settings=settings, embedder=None)
+    server.sync()
+    for _ in range(2):  # a generation's second keyword query starts the copy's build
+        assert server.search("payment backoff", answer_threshold=0.0).results
+    server.wait_for_copies()
+    assert server.retriever.keyword_memory() is not None  # the copy answers now
+    (b / "memory" / "new.md").write_text("# Zanzibar\n\nThe zanzibar ferry leaves at nine.\n")
+    other = MemoryIndex(b, settings=settings, embedder=None)
+    other.sync()
+    other.close()
+    hits = server.search("zanzibar ferry", answer_threshold=0.0).results
+    assert [h.path for h in hits][:1] == ["memory/new.md"]
+    server.close()

@@ -152,9 +152,9 @@ class Retriever:
     def keyword_memory(self) -> KeywordIndex | None:
         """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
         there is none: FTS5 answers. Built in the background from a generation's second keyword query (8 s at 100k
-        chunks), so one-shot CLI searches never load it and no query waits for it."""
-        if self.store.backend == "postgres":
-            return None  # BM25 in SQL over the shared postings: other hosts write them, so no private copy
+        chunks), so one-shot CLI searches never load it and no query waits for it. On PostgreSQL too: every host's
+        writes bump the namespace's generation, which each query reads first, so a copy never answers for a
+        generation it was not built from (until it is rebuilt, BM25 runs in SQL on the server)."""
         gen = self._generation()
         ready = self._keywords
         if ready is not None and ready[0] == gen:
