@@ -142,12 +142,7 @@ def atomic_reindex(live: Store, build: Callable[[Store], SyncReport], keep_backu
         remove_db_files(tmp_path)
         if not keep_bak:
             remove_db_files(bak_path)
-    live.set_meta("last_sync", time.time())
-    report.full_reindex = True
-    counts = live.counts()
-    report.files, report.chunks = counts["files"], counts["chunks"]
-    report.seconds = time.perf_counter() - t0
-    return report
+    return _finish(live, report, t0)
 
 
 def generation_reindex(live: Any, build: Callable[[Any], SyncReport]) -> SyncReport:
@@ -166,6 +161,11 @@ def generation_reindex(live: Any, build: Callable[[Any], SyncReport]) -> SyncRep
         raise ReindexError(f"full reindex failed, the previous index is unchanged: {type(exc).__name__}: {exc}") from exc
     finally:
         tmp.close()
+    return _finish(live, report, t0)
+
+
+def _finish(live: Any, report: SyncReport, t0: float) -> SyncReport:
+    """A full reindex's report, once the new index is live: its counts, time, and the last-sync mark."""
     live.set_meta("last_sync", time.time())
     report.full_reindex = True
     counts = live.counts()
