@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from hybridmem.config import PRESETS, RankConfig, Settings, load_settings, preset, settings_from_dict
+from hybridmem.config.ranking import DECISION_DEPTH
 from hybridmem.errors import ConfigError
 
 
@@ -20,8 +21,10 @@ def test_defaults_match_design():
     assert (c.fusion, c.min_score, c.answer_threshold) == ("weighted", 0.04, 0.0)
     m = preset("minmax")  # the default before #16
     assert (m.bm25_norm, m.vector_norm, m.min_score, m.rescue_keyword) == ("minmax", "minmax", 0.35, True)
-    assert r.pool == 24
+    assert r.pool == DECISION_DEPTH == 40  # 6 x 4 = 24, raised to the depth the order and the gate were fitted at
+    assert c.pool == m.pool == 24  # fixed fusions without the gate keep max_results x candidate_multiplier
     assert RankConfig(max_results=100, candidate_multiplier=20).pool == 200
+    assert RankConfig(max_candidates=16).pool == 16  # max_candidates still caps it
 
 
 def test_reference_preset_reproduces_reference():

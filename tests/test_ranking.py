@@ -189,8 +189,8 @@ def test_unsearched_leg_counts_as_weight_zero():
 
 def test_pool_truncation():
     c = make([(1, 0.9), (2, 0.5), (3, 0.1)], [(4, -5.0), (5, -4.0), (6, -1.0)])
-    r = rank(c, RankConfig(max_results=1, candidate_multiplier=2, min_score=0.0, bm25_norm="minmax",
-                           vector_norm="minmax"))  # pool 2
+    r = rank(c, RankConfig(fusion="weighted", answer_threshold=0.0, max_results=1, candidate_multiplier=2,
+                           min_score=0.0, bm25_norm="minmax", vector_norm="minmax"))  # pool 2
     assert {h.chunk_id for h in r.candidates} == {1, 2, 4, 5}
     # min-max over the pool prefix only: 0.5 is the minimum of (0.9, 0.5), so chunk 2 scores 0, not 0.5
     assert scores(r, "vector_score")[2] == 0.0

@@ -40,13 +40,14 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from hybridmem.config.calibration import JOINT_FEATURES, Calibration
+from hybridmem.config.ranking import DECISION_DEPTH
 from hybridmem.ranking.calibrate import sigmoid
 
 __all__ = ["JOINT", "JOINT_FEATURES", "NORM_DEPTH", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
 
 JOINT = "joint"  # the fusion name
 RANK_K = 10  # the rank feature's constant: rank 1 -> 0.91, rank 10 -> 0.5, rank 40 -> 0.2
-NORM_DEPTH = 40  # the min-max features' floor: the pool the model was fitted at (depth 10 x candidate multiplier 4)
+NORM_DEPTH = DECISION_DEPTH  # the min-max features' floor: the pool the model was fitted at (depth 10 x multiplier 4)
 
 
 class JointLeg(NamedTuple):
