@@ -1,9 +1,11 @@
 """The facade agents, the CLI, the eval and the app use: :class:`MemoryIndex`.
 
-It wires three parts that each have one job: a :class:`~hybridmem.store.Store` (the SQLite index), a
-:class:`~hybridmem.sync.Syncer` (sources into the store) and a :class:`~hybridmem.retrieve.Retriever` (both legs of
-a query), and calls the one ranking function, :func:`hybridmem.ranking.rank`. Callers use its methods, never the
-parts (``store``, ``syncer`` and ``retriever`` are attributes for the tests of those parts).
+It wires three parts that each have one job: an index store (:func:`~hybridmem.store.open_store`: the SQLite file,
+or a PostgreSQL namespace), a :class:`~hybridmem.sync.Syncer` (sources into the store) and a
+:class:`~hybridmem.retrieve.Retriever` (both legs of a query); a search runs through
+:func:`hybridmem.searching.run_search`, which calls the one ranking function, :func:`hybridmem.ranking.rank`.
+Callers use its methods, never the parts (``store``, ``syncer`` and ``retriever`` are attributes for the tests of
+those parts).
 
 Example:
     >>> idx = MemoryIndex("datasets/demo-memory/workspace")          # doctest: +SKIP
@@ -15,8 +17,6 @@ Example:
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -32,14 +32,14 @@ from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import session_prefix
 from hybridmem.store import open_store
 from hybridmem.sync import Progress, SyncReport, Syncer
-from hybridmem.sync.pending import vector_progress
-from hybridmem.tokenization import cap_query, fts_tokenizer_spec
+from hybridmem.searching import VectorCount, run_search, status_report
+from hybridmem.tokenization import cap_query
 
 _AUTO = "auto"
 
 
 class MemoryIndex:
-    """A memory workspace (or a corpus of documents) and its SQLite index.
+    """A memory workspace (or a corpus of documents) and its index.
 
     Args:
         workspace: the folder holding ``MEMORY.md`` and ``memory/``; None for a documents-only index.
@@ -64,6 +64,8 @@ class MemoryIndex:
         self._lock = threading.RLock()
         self.dirty = False
         self.last_sync: SyncReport | None = None
+        # ({"embedded": N, "total": M}, "vectors for N of M chunks ..." while embedding lags), once per generation
+        self.vector_progress = VectorCount(self.store)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -162,42 +164,8 @@ class MemoryIndex:
             self.sync()
         if session:
             source, path_prefix = "sessions", session_prefix(session, self.workspace, self.settings.sources)
-        timings: dict[str, float] = {}
-        if cfg.vector_weight > 0 and not self._embedder.loaded:
-            t0 = time.perf_counter()
-            _ = self.embedder  # load the model outside the per-query timings
-            timings["model_load"] = (time.perf_counter() - t0) * 1000
-        t_all = time.perf_counter()
-        cands = self.retrieve(query, cfg.pool, keyword=cfg.text_weight > 0, vector=cfg.vector_weight > 0,
-                              scope=Scope(source, path_prefix), with_vectors=cfg.needs_vectors, timings=timings)
-        t0 = time.perf_counter()
-        ranking = rank(cands, cfg, now=now)
-        vectors, vectors_note = self.vector_progress()
-        if vectors_note and cands.vector_searched and not ranking.hits:
-            # keyword first: chunks still waiting for their vector score 0 on the vector leg, so the order and the
-            # answer gate would pass them over; while embedding lags, an empty answer falls back to the keyword leg
-            ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
-        timings["rank"] = (time.perf_counter() - t0) * 1000
-        timings["total"] = (time.perf_counter() - t_all) * 1000
-        name, model, _, _ = self.syncer.identity()
-        fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(self._embedder.skipped)
-        return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
-            query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-            fallback_reason=self.fallback_reason if fallback else None, timings=timings, config=cfg,
-            candidates=cands, notice=notice, vectors=vectors,
-            vectors_note=vectors_note if cfg.vector_weight > 0 else None,
-        )
-
-    def vector_progress(self) -> tuple[dict[str, int] | None, str | None]:
-        """``({"embedded": N, "total": M}, note)``: how many chunks have their vector (None for a keyword-only
-        index), and "vectors for N of M chunks ..." while embedding has not caught up (else None). Counted once per
-        index generation."""
-        gen = self.store.generation()
-        if getattr(self, "_vector_progress", (None,))[0] != gen:
-            counts = self.store.counts()
-            dims = int(self.store.get_meta("dims", "0") or 0)
-            self._vector_progress = (gen, vector_progress(counts["embedded_chunks"], counts["chunks"], dims))
-        return self._vector_progress[1]
+        return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, Scope(source, path_prefix),
+                          now, notice, self.vector_progress, lambda: self.fallback_reason)
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:
@@ -238,20 +206,11 @@ class MemoryIndex:
 
     # -- status --------------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        meta, loaded, store = self.store.all_meta(), self._embedder.loaded, self.store
-        return {
-            "workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
-            **store.counts(), "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
-            "dims": int(meta.get("dims", 0) or 0), "vector_backend": _vector_backend(store),
-            "vector_search": self.retriever.vector_search_label(), "vec_error": store.vec_error,
-            "driver": store.driver, "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()),
-            "settings_hash": meta.get("settings_hash"), "cache_entries": store.cache_count(),
-            "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None, "dirty": self.dirty,
-            "fallback_reason": self.fallback_reason if loaded else None,
-            "query_embedding": getattr(self._embedder.current, "runtime", None) if loaded else None,
-            "last_sync_report": self.last_sync.to_dict() if self.last_sync else None, "read_only": store.read_only,
-            **_vectors_status(self.vector_progress()),
-        }
+        """The index's counts, identity and health, how it searches, and where its last sync got."""
+        return {"workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
+                **status_report(self.store, self.retriever, self._embedder, self.vector_progress()),
+                "dirty": self.dirty, "fallback_reason": self.fallback_reason if self._embedder.loaded else None,
+                "last_sync_report": self.last_sync.to_dict() if self.last_sync else None}
 
     def check(self) -> list[str]:
         """Problems ``quick_check`` and the row counts find in the index file (empty when it is sound)."""
@@ -278,14 +237,3 @@ class MemoryIndex:
     def chunk_paths(self) -> dict[int, str]:
         """Chunk id -> file path (a document's id in an index of documents)."""
         return self.store.chunk_paths()
-
-
-def _vectors_status(progress: tuple[dict[str, int] | None, str | None]) -> dict[str, Any]:
-    vectors, note = progress
-    return {"vectors": vectors, **({"vectors_note": note} if note else {})}
-
-
-def _vector_backend(store: Any) -> str:
-    if store.backend == "postgres":
-        return "pgvector"
-    return "sqlite-vec" if store.vec_available else "numpy"

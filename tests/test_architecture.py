@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"sources", "store", "embeddings"},
     {"ranking", "retrieve", "reader", "querylog"},
     {"sync"},
+    {"searching"},
     {"index"},
     {"fallback", "tools", "watch"},
     {"eval", "serve"},

@@ -1,0 +1,87 @@
+"""One search, once the facade has capped and scoped the query, and the index's status report.
+
+:func:`run_search`: load the embedding model outside the per-query timings, retrieve both legs, :func:`rank`, and,
+while embedding lags behind the stored chunks (keyword first, :mod:`hybridmem.sync.pending`), fall back to the
+keyword leg when the order or the answer gate would leave the answer empty (chunks still waiting for their vector
+score 0 on the vector leg). :func:`status_report`: what ``hybridmem status`` and ``memory_status`` print.
+:class:`VectorCount`: how many chunks have their vector, counted once per index generation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+from hybridmem.config import RankConfig
+from hybridmem.embeddings import LazyEmbedder
+from hybridmem.ranking import rank
+from hybridmem.records import SearchResponse
+from hybridmem.retrieve import Retriever, Scope
+from hybridmem.sync.pending import vector_progress
+from hybridmem.tokenization import fts_tokenizer_spec
+
+__all__ = ["VectorCount", "run_search", "status_report"]
+
+Progress = tuple[dict[str, int] | None, str | None]
+
+
+class VectorCount:
+    """``({"embedded": N, "total": M}, note)`` of a store (see :func:`hybridmem.sync.pending.vector_progress`),
+    counted again only when the store's generation moves."""
+
+    def __init__(self, store: Any) -> None:
+        self._counted, self._seen = store, (None, (None, None))
+
+    def __call__(self) -> Progress:
+        gen = self._counted.generation()
+        if self._seen[0] != gen:
+            counts = self._counted.counts()
+            dims = int(self._counted.get_meta("dims", "0") or 0)
+            self._seen = (gen, vector_progress(counts["embedded_chunks"], counts["chunks"], dims))
+        return self._seen[1]
+
+
+def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
+               cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
+               progress: Callable[[], Progress], fallback_reason: Callable[[], str | None]) -> SearchResponse:
+    """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` is the facade's
+    word on the query (it was capped), ``progress`` a :class:`VectorCount`."""
+    timings: dict[str, float] = {}
+    if cfg.vector_weight > 0 and not embedder.loaded:
+        t0 = time.perf_counter()
+        _ = embedder.get()  # load the model outside the per-query timings
+        timings["model_load"] = (time.perf_counter() - t0) * 1000
+    t_all = time.perf_counter()
+    cands = retriever.retrieve(query, cfg.pool, cfg.text_weight > 0, cfg.vector_weight > 0, scope,
+                               cfg.needs_vectors, None, timings)
+    t0 = time.perf_counter()
+    ranking = rank(cands, cfg, now=now)
+    vectors, vectors_note = progress()
+    if vectors_note and cands.vector_searched and not ranking.hits:
+        ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
+    timings["rank"] = (time.perf_counter() - t0) * 1000
+    timings["total"] = (time.perf_counter() - t_all) * 1000
+    name, model, _, _ = identity()
+    fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
+    return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
+        query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
+        fallback_reason=fallback_reason() if fallback else None, timings=timings, config=cfg, candidates=cands,
+        notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
+
+
+def status_report(store: Any, retriever: Retriever, embedder: LazyEmbedder, progress: Progress) -> dict[str, Any]:
+    """The store's counts and identity, how vectors are searched, and how far embedding has got."""
+    meta, loaded = store.all_meta(), embedder.loaded
+    vectors, note = progress
+    backend = "pgvector" if store.backend == "postgres" else "sqlite-vec" if store.vec_available else "numpy"
+    return {
+        **store.counts(), "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
+        "dims": int(meta.get("dims", 0) or 0), "vector_backend": backend,
+        "vector_search": retriever.vector_search_label(), "vec_error": store.vec_error, "driver": store.driver,
+        "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()), "settings_hash": meta.get("settings_hash"),
+        "cache_entries": store.cache_count(),
+        "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None, "read_only": store.read_only,
+        "query_embedding": getattr(embedder.current, "runtime", None) if loaded else None,
+        "vectors": vectors, **({"vectors_note": note} if note else {}),
+    }
