@@ -65,7 +65,7 @@ def replace_surrogates(text: str) -> tuple[str, int]:
     character and are kept.
 
     Example:
-        >>> replace_surrogates("cut emoji \ud83d here")
+        >>> replace_surrogates("cut emoji \\ud83d here")
         ('cut emoji \ufffd here', 1)
     """
     if _SURROGATE.search(text) is None:

@@ -67,8 +67,12 @@ def user_cache_dir(setting: str = "") -> Path:
     when given, else ``$XDG_CACHE_HOME/hybridmem``, else ``~/.cache/hybridmem``.
 
     Example:
-        >>> os.environ[CACHE_ENV] = "/tmp/hm-cache"; str(user_cache_dir())
+        >>> saved = os.environ.pop(CACHE_ENV, None)
+        >>> str(user_cache_dir("/srv/hm-cache"))
+        '/srv/hm-cache'
+        >>> os.environ[CACHE_ENV] = "/tmp/hm-cache"; str(user_cache_dir("/srv/hm-cache"))
         '/tmp/hm-cache'
+        >>> _ = os.environ.pop(CACHE_ENV) if saved is None else os.environ.update({CACHE_ENV: saved})
     """
     env = os.environ.get(CACHE_ENV)
     if env:

@@ -175,7 +175,7 @@ def fusion_min_score(method: str, current: float) -> float:
 
     Example:
         >>> fusion_min_score("rrf", 0.35), fusion_min_score("weighted", 0.0), fusion_min_score("combmnz", 0.2)
-        (0.0, 0.35, 0.2)
+        (0.0, 0.04, 0.2)
     """
     p = PRESETS.get(method)
     return current if p is None else p.min_score

@@ -31,11 +31,11 @@ Example:
     >>> cands = Candidates("car", ("car",), keyword=(LegHit(1, -2.0, 1),), vector=(LegHit(1, 0.4, 1),),
     ...                    chunks={1: chunk}, pool=24)
     >>> r = rank(cands, RankConfig(), now=0.0)
-    >>> [(h.citation, h.final_score) for h in r.hits]
-    [('MEMORY.md#L3', 1.0)]
+    >>> [(h.citation, round(h.final_score, 2)) for h in r.hits]
+    [('MEMORY.md#L3', 0.7)]
     >>> memo = RankMemo(cands)  # one query ranked under several configs
-    >>> [rank(cands, RankConfig(fusion=f), now=0.0, memo=memo).hits[0].fused_score for f in ("weighted", "rrf")]
-    [1.0, 0.01639344262295082]
+    >>> [round(rank(cands, RankConfig(fusion=f), now=0.0, memo=memo).hits[0].fused_score, 4) for f in ("weighted", "rrf")]
+    [0.1377, 0.0164]
 """
 
 from __future__ import annotations
