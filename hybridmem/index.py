@@ -1,11 +1,9 @@
 """The facade agents, the CLI, the eval and the app use: :class:`MemoryIndex`.
 
-It wires three parts that each have one job: an index store (:func:`~hybridmem.store.open_store`: the SQLite file,
-or a PostgreSQL namespace), a :class:`~hybridmem.sync.Syncer` (sources into the store) and a
-:class:`~hybridmem.retrieve.Retriever` (both legs of a query); a search runs through
-:func:`hybridmem.searching.run_search`, which calls the one ranking function, :func:`hybridmem.ranking.rank`.
-Callers use its methods, never the parts (``store``, ``syncer`` and ``retriever`` are attributes for the tests of
-those parts).
+It wires an index store (:func:`~hybridmem.store.open_store`: a SQLite file or a PostgreSQL namespace), a
+:class:`~hybridmem.sync.Syncer` and a :class:`~hybridmem.retrieve.Retriever`; a search runs through
+:mod:`hybridmem.searching` and the one ranking function, :func:`hybridmem.ranking.rank`. Callers use its methods,
+never its parts (``store``, ``syncer`` and ``retriever`` are attributes for their own tests).
 
 Example:
     >>> idx = MemoryIndex("datasets/demo-memory/workspace")          # doctest: +SKIP
@@ -29,11 +27,9 @@ from hybridmem.ranking import rank
 from hybridmem.reader import read_memory
 from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
-from hybridmem.sources import session_prefix
 from hybridmem.store import open_store
 from hybridmem.sync import Progress, SyncReport, Syncer
-from hybridmem.searching import VectorCount, run_search, status_report
-from hybridmem.tokenization import cap_query
+from hybridmem.searching import VectorCount, fallback_reason, plan_search, run_search, status_report
 
 _AUTO = "auto"
 
@@ -60,7 +56,7 @@ class MemoryIndex:
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
         self.syncer = Syncer(self.store, self.settings, self.workspace, self._embedder)
         self.retriever = Retriever(self.store, self.settings, self._embedder, self.syncer.identity,
-                                   on_provider_switch=self._mark_dirty)
+                                   on_provider_switch=lambda: setattr(self, "dirty", True))
         self._lock = threading.RLock()
         self.dirty = False
         self.last_sync: SyncReport | None = None
@@ -77,9 +73,6 @@ class MemoryIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _mark_dirty(self) -> None:
-        self.dirty = True
-
     # -- embedder and settings -----------------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder | None:
@@ -88,19 +81,14 @@ class MemoryIndex:
 
     @property
     def fallback_reason(self) -> str | None:
-        skipped = self._embedder.skipped
-        if self.embedder is None and self.settings.embedding.provider != "none":
-            return "no embedding provider available (" + "; ".join(skipped) + "): keyword-only"
-        error = self.retriever.vector_error
-        return "; ".join([*skipped, *([error] if error else [])]) or None
+        return fallback_reason(self._embedder, self.retriever, self.settings.embedding.provider)
 
     def settings_hash(self) -> str:
         return self.syncer.settings_hash()
 
     def reload_settings(self, settings: Settings) -> bool:
-        """Serve ``settings`` from the next call (a long-lived server's ``hybridmem.toml`` changed). Done in place
-        when they leave the index's content, the embedder and the store as they are (ranking, sync, sources, query
-        settings) and True returned; otherwise False and nothing changes: open a new index with them."""
+        """Serve ``settings`` from the next call (a server's ``hybridmem.toml`` changed) and return True, when they
+        leave the index's content, embedder and store as they are; else False, and nothing changes."""
         if (settings.index_hash() != self.settings.index_hash() or settings.embedding != self.settings.embedding
                 or settings.store != self.settings.store):
             return False
@@ -110,19 +98,12 @@ class MemoryIndex:
     # -- sync ----------------------------------------------------------------------------------------------------
     def indexing_elsewhere(self) -> bool:
         """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
-        from hybridmem.sync import sync_running
-
-        lock = self.syncer.lock_path
-        return lock is not None and sync_running(str(lock))
+        return self.syncer.running_elsewhere()
 
     def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
              embed_limit: int | None = None) -> SyncReport:
-        """Bring the index up to date with the workspace: new, changed and deleted files, by content hash.
-
-        A settings change (model, chunking, tokenizer, dims) triggers a full (atomic) reindex; ``force`` does too.
-        Keyword first: chunks are searchable by keyword once stored, vectors follow (:meth:`vector_progress`);
-        ``wait`` and ``embed_limit``: see :meth:`hybridmem.sync.Syncer.sync`.
-        """
+        """Bring the index up to date with the workspace (new, changed and deleted files, by content hash); a
+        settings change or ``force`` reindexes in full, atomically. See :meth:`hybridmem.sync.Syncer.sync`."""
         with self._lock:
             report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit)
             self.retriever.drop_caches()
@@ -154,18 +135,12 @@ class MemoryIndex:
                **overrides: Any) -> SearchResponse:
         """Retrieve and rank ``query``. ``overrides`` change ranking settings for this call (``fusion="rrf"``);
         ``session``: one transcript (id or file name) of the configured session folders."""
-        notice = None
-        if isinstance(query, str):  # first: nothing reads past the cap (the retriever cleans what is left)
-            query, notice = cap_query(query, self.settings.tokenizer)
-        cfg = config or self.settings.ranking
-        if overrides:
-            cfg = cfg.replace(**overrides)
+        query, notice, cfg, scope = plan_search(query, self.settings, config, overrides, source, path_prefix, session,
+                                                self.workspace)
         if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.read_only:
             self.sync()
-        if session:
-            source, path_prefix = "sessions", session_prefix(session, self.workspace, self.settings.sources)
-        return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, Scope(source, path_prefix),
-                          now, notice, self.vector_progress, lambda: self.fallback_reason)
+        return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, scope, now, notice,
+                          self.vector_progress, self.settings.embedding.provider)
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:

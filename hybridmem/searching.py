@@ -1,6 +1,6 @@
-"""One search, once the facade has capped and scoped the query, and the index's status report.
+"""One search, from the raw query to the response, and the index's status report.
 
-:func:`run_search`: load the embedding model outside the per-query timings, retrieve both legs, :func:`rank`, and,
+:func:`plan_search`: cap the query, apply the call's ranking overrides, scope a session. :func:`run_search`: load the embedding model outside the per-query timings, retrieve both legs, :func:`rank`, and,
 while embedding lags behind the stored chunks (keyword first, :mod:`hybridmem.sync.pending`), fall back to the
 keyword leg when the order or the answer gate would leave the answer empty (chunks still waiting for their vector
 score 0 on the vector leg). :func:`status_report`: what ``hybridmem status`` and ``memory_status`` print.
@@ -13,15 +13,18 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from hybridmem.config import RankConfig
+from pathlib import Path
+
+from hybridmem.config import RankConfig, Settings
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
 from hybridmem.records import SearchResponse
 from hybridmem.retrieve import Retriever, Scope
+from hybridmem.sources import session_prefix
 from hybridmem.sync.pending import vector_progress
-from hybridmem.tokenization import fts_tokenizer_spec
+from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
-__all__ = ["VectorCount", "run_search", "status_report"]
+__all__ = ["VectorCount", "fallback_reason", "plan_search", "run_search", "status_report"]
 
 Progress = tuple[dict[str, int] | None, str | None]
 
@@ -42,11 +45,36 @@ class VectorCount:
         return self._seen[1]
 
 
+def plan_search(query: str, settings: Settings, config: RankConfig | None, overrides: dict[str, Any],
+                source: str | None, path_prefix: str | None, session: str | None, workspace: Path | None
+                ) -> tuple[str, str | None, RankConfig, Scope]:
+    """``(query, notice, config, scope)`` of one call: the query capped first (nothing reads past the cap; the
+    retriever cleans what is left; ``notice`` says it was capped), the served ranking settings with the call's
+    ``overrides``, and the scope (``session``: one transcript, by id or file name, of the session folders)."""
+    notice = None
+    if isinstance(query, str):
+        query, notice = cap_query(query, settings.tokenizer)
+    cfg = config or settings.ranking
+    if overrides:
+        cfg = cfg.replace(**overrides)
+    if session:
+        source, path_prefix = "sessions", session_prefix(session, workspace, settings.sources)
+    return query, notice, cfg, Scope(source, path_prefix)
+
+
+def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
+    """Why a search runs keyword-only: no embedding provider could be loaded, or the vector leg failed."""
+    if embedder.get() is None and provider != "none":
+        return "no embedding provider available (" + "; ".join(embedder.skipped) + "): keyword-only"
+    error = retriever.vector_error
+    return "; ".join([*embedder.skipped, *([error] if error else [])]) or None
+
+
 def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
                cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
-               progress: Callable[[], Progress], fallback_reason: Callable[[], str | None]) -> SearchResponse:
-    """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` is the facade's
-    word on the query (it was capped), ``progress`` a :class:`VectorCount`."""
+               progress: Callable[[], Progress], provider: str) -> SearchResponse:
+    """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
+    :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider."""
     timings: dict[str, float] = {}
     if cfg.vector_weight > 0 and not embedder.loaded:
         t0 = time.perf_counter()
@@ -66,7 +94,7 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-        fallback_reason=fallback_reason() if fallback else None, timings=timings, config=cfg, candidates=cands,
+        fallback_reason=fallback_reason(embedder, retriever, provider) if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 
 

@@ -28,7 +28,7 @@ from hybridmem.sync.documents import (
     sync_documents,
 )
 from hybridmem.store.shared_cache import SharedCache
-from hybridmem.sync.lock import try_sync_lock
+from hybridmem.sync.lock import sync_running, try_sync_lock
 from hybridmem.sync.pending import open_shared_cache
 from hybridmem.sync.reindex import atomic_reindex
 from hybridmem.tokenization import fts_tokenizer_spec
@@ -92,6 +92,10 @@ class Syncer:
         # serialize on the server's advisory lock, and a host embedding a chunk another host embedded skips it)
         self.lock_path: str | None = None if getattr(store, "backend", "sqlite") == "postgres" else store.path
         self.embed_limit: int | None = None  # the running sync's (see sync())
+
+    def running_elsewhere(self) -> bool:
+        """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
+        return self.lock_path is not None and sync_running(str(self.lock_path))
 
     @property
     def shared_cache(self) -> SharedCache | None:
