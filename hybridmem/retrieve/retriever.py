@@ -149,13 +149,14 @@ class Retriever:
         m = self._matrix
         return "memory (int8-bounded exact)" if m is not None and m.int8_built else "memory"
 
-    def keyword_memory(self) -> KeywordIndex | None:
+    def keyword_memory(self, gen: str | None = None) -> KeywordIndex | None:
         """The in-memory keyword index of the current generation (same scores as FTS5, ~10x faster), or None while
         there is none: FTS5 answers. Built in the background from a generation's second keyword query (8 s at 100k
         chunks), so one-shot CLI searches never load it and no query waits for it. On PostgreSQL too: every host's
         writes bump the namespace's generation, which each query reads first, so a copy never answers for a
-        generation it was not built from (until it is rebuilt, BM25 runs in SQL on the server)."""
-        gen = self._generation()
+        generation it was not built from (until it is rebuilt, BM25 runs in SQL on the server). ``gen``: the
+        generation the caller just read (one round trip less on a server)."""
+        gen = gen if gen is not None else self._generation()
         ready = self._keywords
         if ready is not None and ready[0] == gen:
             return ready[1]
@@ -256,19 +257,20 @@ class Retriever:
         # transaction holds the state still.
         for _ in range(_OPTIMISTIC_TRIES):
             gen = self._generation()
-            cands = self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t)
+            cands = self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t, gen)
             if self._generation() == gen:
                 return cands
         with self.store.snapshot():
-            return self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t)
+            return self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t,
+                                                    self._generation())
 
     def _retrieve_at_one_generation(
         self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,
-        qv: np.ndarray | None, t: dict[str, float],
+        qv: np.ndarray | None, t: dict[str, float], gen: str,
     ) -> Candidates:
         tok = self.settings.tokenizer
         t0 = time.perf_counter()
-        kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory()) if keyword else []
+        kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory(gen)) if keyword else []
         t["keyword"] = (time.perf_counter() - t0) * 1000
         vec: list = []
         vector_searched = False
