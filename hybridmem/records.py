@@ -62,11 +62,20 @@ class TokenSet(Set[str]):
     chunks.
     """
 
-    __slots__ = ("_text", "_set")
+    __slots__ = ("_text", "_set", "_hashes")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._set: frozenset[str] | None = None
+        self._hashes: np.ndarray | None = None
+
+    def hashes(self) -> np.ndarray:
+        """Each distinct token's 64-bit hash (MMR's bit matrix numbers tokens by it), computed once per chunk."""
+        h = self._hashes
+        if h is None:
+            tokens = self._tokens()
+            h = self._hashes = np.fromiter(map(hash, tokens), dtype=np.int64, count=len(tokens))
+        return h
 
     def _tokens(self) -> frozenset[str]:
         s = self._set

@@ -248,8 +248,9 @@ def _naive_mmr(rel, sim, lam):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 14), st.sampled_from([0.0, 0.3, 0.5, 0.7, 1.0]), st.integers(0, 2**32 - 1), st.booleans())
+@given(st.integers(1, 70), st.sampled_from([0.0, 0.3, 0.5, 0.7, 0.9, 1.0]), st.integers(0, 2**32 - 1), st.booleans())
 def test_lazy_mmr_equals_naive_greedy(n, lam, seed, coarse):
+    # up to 70 candidates: past the first prefix of 16 that a step scores, so the prefix grows
     rng = np.random.default_rng(seed)
     # coarse values make exact ties in relevance, similarity and MMR score common
     draw = (lambda size: rng.choice([0.0, 0.25, 0.5, 1.0], size=size)) if coarse else rng.random
@@ -260,6 +261,22 @@ def test_lazy_mmr_equals_naive_greedy(n, lam, seed, coarse):
     want_order, want = _naive_mmr(rel, sim, lam)
     assert order == want_order
     assert got == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 80), st.sampled_from([0.0, 0.5, 0.7, 0.9]), st.integers(0, 2**32 - 1), st.integers(1, 12))
+def test_mmr_over_token_bits_equals_naive_greedy_on_jaccard(n, lam, seed, k):
+    # the bit matrix's columns (any row order) and the early stop at k give the naive greedy's first k picks
+    rng = np.random.default_rng(seed)
+    vocab = [f"t{i}" for i in range(60)]
+    sets = [frozenset(rng.choice(vocab, size=int(rng.integers(0, 12)))) for _ in range(n)]
+    sets[rng.integers(n)] = sets[0]  # one set at two positions
+    rel = rng.choice([0.0, 0.2, 0.5, 0.9, 1.0], size=n).tolist()
+    sim = [[jaccard(a, b) for b in sets] for a in sets]
+    order, got = mmr_select(rel, TokenBits().similarity(sets), lam, k=k)
+    want_order, want = _naive_mmr(rel, sim, lam)
+    assert order == want_order[:k]
+    assert got == want[:k]
 
 
 candidate_lists = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=25)

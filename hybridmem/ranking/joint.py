@@ -39,9 +39,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+import numpy as np
+
 from hybridmem.config.calibration import JOINT_FEATURES, Calibration
 from hybridmem.config.ranking import DECISION_DEPTH
-from hybridmem.ranking.calibrate import sigmoid
 
 __all__ = ["JOINT", "JOINT_FEATURES", "NORM_DEPTH", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
 
@@ -110,8 +111,11 @@ def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:
     return out
 
 
-def joint_fusion(legs: Sequence[JointLeg], model: Calibration) -> dict[int, float]:
+def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
+                 features: dict[int, list[float]] | tuple[list[int], np.ndarray] | None = None) -> dict[int, float]:
     """Each candidate's probability of relevance under ``model`` (see the module doc), in first-seen order.
+    ``features``: :func:`joint_features` of ``legs`` when the caller has them, as returned or as ``(chunk ids, one
+    row per id)`` (a sweep reuses them across configs).
 
     Raises:
         ConfigError (from the model): ``model`` does not name :data:`JOINT_FEATURES`.
@@ -120,16 +124,16 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration) -> dict[int, floa
         from hybridmem.errors import ConfigError
 
         raise ConfigError(f"the joint model names features {model.features}, expected {JOINT_FEATURES}")
-    feats = joint_features(legs)
+    feats = joint_features(legs) if features is None else features
+    if isinstance(feats, tuple):
+        ids, x = feats
+    else:
+        ids, x = list(feats), np.array(list(feats.values()), dtype=np.float64)
+    if not ids:
+        return {}
     factors = {leg.name: leg.factor for leg in legs}
     fv, fk = factors.get("vector", 0.0), factors.get("keyword", 0.0)
     scale = (fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0)
-    w = [c * s for c, s in zip(model.coef, scale)]
-    b = model.intercept
-    out: dict[int, float] = {}
-    for cid, row in feats.items():
-        z = b
-        for wi, xi in zip(w, row):
-            z += wi * xi
-        out[cid] = sigmoid(z)
-    return out
+    z = x @ np.array([c * s for c, s in zip(model.coef, scale)]) + float(model.intercept)
+    e = np.exp(-np.abs(z))  # the logistic function without overflow, as calibrate.sigmoid
+    return dict(zip(ids, np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).tolist()))

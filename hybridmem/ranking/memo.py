@@ -10,13 +10,15 @@ from __future__ import annotations
 from itertools import chain, zip_longest
 from typing import NamedTuple, Sequence
 
+import numpy as np
+
 from hybridmem.config import RankConfig
 from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_model, vector_calibration
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
 from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, query_features
-from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, joint_fusion
+from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, joint_features, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
@@ -46,7 +48,8 @@ class RankMemo:
         rankings = [rank(cands, config, now=t, memo=memo) for config in configs]
     """
 
-    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer")
+    __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer", "_joint",
+                 "_probs")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -54,9 +57,11 @@ class RankMemo:
                                                                  tuple[int, ...], dict[int, int]]] = {}
         self._orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
         self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
-        self.token_bits = TokenBits()
+        self.token_bits = TokenBits(lambda: [c.tokens for c in candidates.chunks.values()])
         self._calibrated: dict[str, Normalizer] = {}
         self._answer: dict[tuple, float] = {}
+        self._joint: dict[tuple, tuple[list[int], np.ndarray]] = {}  # the legs' names and ids -> joint features
+        self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
 
     def calibrated(self, leg: str) -> Normalizer:
         """The ``calibrated`` normalizer of leg ``leg`` (``vector`` or ``keyword``) for these candidates: each entry's
@@ -119,8 +124,12 @@ class RankMemo:
 
     def probabilities(self, leg: Leg) -> list[float]:
         """The calibrated probability of each entry of ``leg`` (whatever normalization the config chose)."""
-        name = leg.scored.name
-        return self.calibrated(name)(leg.raws, leg.scored.ranks)
+        # a leg cut to one pool has one tuple of ranks, which leg() keeps alive as long as this memo
+        key = (leg.scored.name, id(leg.scored.ranks))
+        got = self._probs.get(key)
+        if got is None:
+            got = self._probs[key] = self.calibrated(leg.scored.name)(leg.raws, leg.scored.ranks)
+        return got
 
     def joint_legs(self, legs: Sequence[Leg], config: RankConfig) -> list[JointLeg]:
         """``legs`` as the joint model reads them, each leg's factor its weight over the mean configured weight."""
@@ -130,7 +139,13 @@ class RankMemo:
 
     def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
         """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model."""
-        return joint_fusion(self.joint_legs(legs, config), joint_model(self.candidates.vector_model or ""))
+        joint_legs = self.joint_legs(legs, config)
+        key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
+        feats = self._joint.get(key)
+        if feats is None:
+            rows = joint_features(joint_legs)
+            feats = self._joint[key] = (list(rows), np.array(list(rows.values()), dtype=np.float64))
+        return joint_fusion(joint_legs, joint_model(self.candidates.vector_model or ""), feats)
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
         """The answer gate's features of this query (:func:`~hybridmem.ranking.gate.query_features`) from the legs

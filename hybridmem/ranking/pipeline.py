@@ -41,7 +41,9 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterator, Mapping, NamedTuple, Sequence
+
+import numpy as np
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
@@ -128,10 +130,13 @@ def rank(
     factor, decayed = decay(fused, order, chunks, config, time.time() if now is None else now, no_decay)
     answer = memo.answer(legs, config.pool) if config.answer_threshold > 0.0 else None
     # The gate's probability scales every hit alike (the order stays): final = P(relevant | an answer) * P(answer).
-    final = decayed if answer is None else {cid: s * answer for cid, s in decayed.items()}
-    ordered = sorted(order, key=final.__getitem__, reverse=True)  # stable: ties keep the earlier order
+    final: Mapping[int, float] = decayed if answer is None else _Scaled(decayed, answer)
+    # stable: ties keep the earlier order; a positive factor leaves the order of the decayed scores as it is
+    ordered = sorted(order, key=(decayed if answer is None or answer > 0.0 else final).__getitem__, reverse=True)
     abstained = answer is not None and answer < config.answer_threshold
-    mmr = diversify(ordered, final, chunks, config, memo.token_bits, full_mmr)
+    # an abstained query returns nothing: its MMR order is only worth working out to show it (explain)
+    mmr = (Diversified(ordered, {}, {}) if abstained and not explain
+           else diversify(ordered, final, chunks, config, memo.token_bits, full_mmr))
     kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config)
     kept, made, over_budget = snippets(kept, chunks, config, memo, centred_snippets)
     rescued = rescued and bool(kept)
@@ -215,7 +220,7 @@ class Diversified(NamedTuple):
     positions: dict[int, int]
 
 
-def diversify(ordered: list[int], decayed: dict[int, float], chunks: Mapping[int, ChunkInfo],
+def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[int, ChunkInfo],
               config: RankConfig, token_bits: TokenBits, full_mmr: bool) -> Diversified:
     """MMR over the sorted candidates when ``config.mmr`` is on and something passes ``min_score`` (or ``full_mmr``).
 
@@ -224,23 +229,24 @@ def diversify(ordered: list[int], decayed: dict[int, float], chunks: Mapping[int
     none = Diversified(ordered, {}, {})
     if not config.mmr:
         return none
-    min_score = config.min_score
-    passing = [i for i, cid in enumerate(ordered) if decayed[cid] >= min_score]
+    values = decayed.values_of(ordered) if isinstance(decayed, _Scaled) else list(map(decayed.__getitem__, ordered))
+    # ``ordered`` is by score, best first: the passing candidates are a prefix
+    passing = range(next((i for i, v in enumerate(values) if v < config.min_score), len(values)))
     if not passing and not full_mmr:
         return none
-    relevance = minmax([decayed[cid] for cid in ordered])
+    relevance = minmax(values)
     similarity = chunk_similarity([chunks[cid] for cid in ordered], config.mmr_similarity,
                                   token_bits)
     if full_mmr:
         picked, scores = mmr_select(relevance, similarity, config.mmr_lambda)
     else:
         picked, scores = mmr_select(relevance, similarity, config.mmr_lambda,
-                                    k=min(config.max_results, len(passing)), counts=frozenset(passing))
+                                    k=min(config.max_results, len(passing)), counts=passing)
     walk = [ordered[i] for i in picked]
     return Diversified(walk, dict(zip(walk, scores)), dict(zip(walk, range(1, len(walk) + 1))))
 
 
-def cut(walk: list[int], ordered: list[int], decayed: dict[int, float], legs: Sequence[Leg],
+def cut(walk: list[int], ordered: list[int], decayed: Mapping[int, float], legs: Sequence[Leg],
         config: RankConfig) -> tuple[list[int], bool]:
     """The kept chunk ids and whether they are the keyword rescue.
 
@@ -292,11 +298,34 @@ def snippets(kept: list[int], chunks: Mapping[int, ChunkInfo], config: RankConfi
     return kept, made, set()
 
 
+class _Scaled(Mapping[int, float]):
+    """``{cid: decayed[cid] * factor}``, each value computed when read (most candidates' final score never is)."""
+
+    __slots__ = ("_scores", "_factor")
+
+    def __init__(self, scores: dict[int, float], factor: float) -> None:
+        self._scores, self._factor = scores, factor
+
+    def __getitem__(self, cid: int) -> float:
+        return self._scores[cid] * self._factor
+
+    def values_of(self, ids: Sequence[int]) -> list[float]:
+        """``[self[cid] for cid in ids]``, the same products, in one pass."""
+        return (np.fromiter(map(self._scores.__getitem__, ids), dtype=np.float64, count=len(ids))
+                * self._factor).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._scores)
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+
 class _HitMaker:
     """Builds each candidate's :class:`Hit` from the stages' outputs."""
 
     def __init__(self, legs: Sequence[Leg], config: RankConfig, fused: dict[int, float], factor: dict[int, float],
-                 decayed: dict[int, float], final: dict[int, float], mmr: Diversified, over_budget: set[int],
+                 decayed: dict[int, float], final: Mapping[int, float], mmr: Diversified, over_budget: set[int],
                  abstained: bool = False) -> None:
         self.legs = {leg.scored.name: leg for leg in legs}
         terms = LEG_TERMS.get(config.fusion)
