@@ -136,6 +136,18 @@ def _ngrams(start: int, run: str, n: int) -> Iterator[tuple[str, int, int]]:
         yield run[a:b], start + a, start + b
 
 
+def runs(text: str) -> Iterator[tuple[str, int]]:
+    """The runs of word characters :func:`token_spans` reads, each with its start: a text's token spans are each
+    run's own spans shifted by its start (a run is tokenized alone).
+
+    Example:
+        >>> list(runs("Đã thay nhớt, 東京!"))
+        [('Đã', 0), ('thay', 3), ('nhớt', 8), ('東京', 14)]
+    """
+    for m in _RUN_RE.finditer(text):
+        yield m.group(), m.start()
+
+
 def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = False) -> list[tuple[str, int, int]]:
     """Every token of ``text`` with the ``[start, end)`` span in ``text`` it came from.
 

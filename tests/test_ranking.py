@@ -590,6 +590,25 @@ def test_fast_match_spans_equal_full_tokenization(text_words, query_words):
     assert match_spans(text, query) == expected
 
 
+unicode_words = st.sampled_from([
+    "Đã", "thay", "nhớt", "xe", "máy", "thanh", "toán", "東京の宿", "ホテル", "ปิดบัญชีธนาคาร", "Übergröße", "naïve",
+    "payment_processor", "Retrying", "α-synuclein", "ﷺ", "x²", "café", "sky", "2024",
+])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(unicode_words, min_size=1, max_size=30), st.lists(unicode_words, min_size=1, max_size=4),
+       st.sampled_from([" ", ", ", "\n", "—", ""]))
+def test_match_spans_on_any_text_equal_full_tokenization(text_words, query_words, sep):
+    # non-ASCII text is matched run by run, each run's tokens cached: the same spans as tokenizing the whole text
+    text = sep.join(text_words)
+    query = tuple(tokenize(" ".join(query_words)))
+    wanted = set(query)
+    expected = [(s, e, t) for t, s, e in token_spans(text) if t in wanted]
+    got = match_spans(text, query)
+    assert (sorted(got) if text.isascii() else got) == (sorted(expected) if text.isascii() else expected)
+
+
 def test_zscore_normalization_exact():
     from hybridmem.ranking.normalize import bm25_zscore, zscore
 

@@ -27,7 +27,7 @@ import re
 from functools import lru_cache
 from typing import AbstractSet, Sequence
 
-from hybridmem.tokenization import token_spans
+from hybridmem.tokenization import runs, token_spans
 
 __all__ = ["ELLIPSIS", "citation", "lead_snippet", "make_snippet", "match_spans", "truncate_snippet"]
 
@@ -88,8 +88,9 @@ def _probe_regex(query_tokens: tuple[str, ...]) -> re.Pattern[str] | None:
 
 @lru_cache(maxsize=65536)
 def _word_spans(word: str) -> tuple[tuple[str, int, int], ...]:
-    """:func:`~hybridmem.tokenization.token_spans` of one ASCII word, cached: the same words recur in every chunk a
-    query's terms match, and tokenizing them again was most of ``rank()``'s time on long chunks."""
+    """:func:`~hybridmem.tokenization.token_spans` of one word (a run of word characters), cached: the same words
+    recur in every chunk a query's terms match, and tokenizing them again was most of ``rank()``'s time on long
+    chunks."""
     return tuple(token_spans(word))
 
 
@@ -103,8 +104,8 @@ def match_spans(text: str, query_tokens: Sequence[str]) -> list[tuple[int, int, 
     wanted = set(query_tokens)
     if not wanted:
         return []
-    if not text.isascii():
-        return [(s, e, t) for t, s, e in token_spans(text) if t in wanted]
+    if not text.isascii():  # run by run (each is tokenized alone), each run's tokens cached
+        return [(base + s, base + e, t) for run, base in runs(text) for t, s, e in _word_spans(run) if t in wanted]
     pattern = _probe_regex(tuple(sorted(wanted)))
     if pattern is None:
         return []
