@@ -147,6 +147,8 @@ class Candidates:
     # The query embedder's coverage as Unicode scripts (``Embedder.scripts``: all-MiniLM-L6-v2 {"LATIN"}); None when
     # it claims every script or is unknown. Read by the adaptive fusion (ranking/adaptive.py).
     vector_scripts: frozenset[str] | None = None
+    # The index generation both legs and the chunks were read at ("" when unknown), so a caller need not read it again.
+    generation: str = ""
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,9 @@ class VectorCount:
     def __init__(self, store: Any) -> None:
         self._counted, self._seen = store, (None, (None, None))
 
-    def __call__(self) -> Progress:
-        gen = self._counted.generation()
+    def __call__(self, generation: str | None = None) -> Progress:
+        """The progress at ``generation`` (a search's, read with its candidates), else at the store's current one."""
+        gen = str(generation) if generation else str(self._counted.generation())
         if self._seen[0] != gen:
             counts = self._counted.counts()
             dims = int(self._counted.get_meta("dims", "0") or 0)
@@ -72,7 +73,7 @@ def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str)
 
 def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
                cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
-               progress: Callable[[], Progress], provider: str) -> SearchResponse:
+               progress: Callable[[str | None], Progress], provider: str) -> SearchResponse:
     """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
     :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider."""
     timings: dict[str, float] = {}
@@ -85,7 +86,7 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
                                cfg.needs_vectors, None, timings)
     t0 = time.perf_counter()
     ranking = rank(cands, cfg, now=now)
-    vectors, vectors_note = progress()
+    vectors, vectors_note = progress(cands.generation or None)  # no second read of the generation
     if vectors_note and cands.vector_searched and not ranking.hits:
         ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
     timings["rank"] = (time.perf_counter() - t0) * 1000

@@ -259,10 +259,11 @@ class Retriever:
             gen = self._generation()
             cands = self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t, gen)
             if self._generation() == gen:
-                return cands
+                return replace(cands, generation=gen)
         with self.store.snapshot():
-            return self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t,
-                                                    self._generation())
+            gen = self._generation()
+            cands = self._retrieve_at_one_generation(query, pool, keyword, vector, scope, with_vectors, qv, t, gen)
+            return replace(cands, generation=gen)
 
     def _retrieve_at_one_generation(
         self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,

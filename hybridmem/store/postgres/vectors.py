@@ -3,6 +3,7 @@ and an HNSW graph (over half-precision copies, its hits re-scored with the store
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from hybridmem.store.postgres.schema import LIVE
 
 # the ordered HNSW scan, not a scan and sort (what the planner picks on small or freshly written tables)
-_ANN_ONLY = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+_ANN_ONLY = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_sort = off")
 
 
 class PgVectorsMixin:
@@ -90,17 +91,24 @@ class PgVectorsMixin:
             return [(int(i), 1.0 - float(d)) for i, d in self._q(sql, p)]
 
         def ann(conn: Any) -> list:
-            # the planner prefers a scan on small or freshly written tables: the caller asked for the index
+            # the planner prefers a scan on small or freshly written tables: the caller asked for the index. The
+            # settings, the query and the transaction around them go out as one pipeline: one round trip, not six
             own = not self.link.in_tx
-            if own:
-                conn.execute("BEGIN")
             try:
-                conn.execute(_ANN_ONLY)
-                rows = conn.execute(sql, p).fetchall()
-            finally:
-                if own:
-                    conn.execute("COMMIT")
-            return rows
+                with conn.pipeline():
+                    if own:
+                        conn.execute("BEGIN")
+                    for setting in _ANN_ONLY:
+                        conn.execute(setting)
+                    cur = conn.execute(sql, p)
+                    if own:
+                        conn.execute("COMMIT")
+            except Exception:
+                if own and not (conn.closed or conn.broken):
+                    with contextlib.suppress(Exception):
+                        conn.execute("ROLLBACK")
+                raise
+            return cur.fetchall()
         return [(int(i), 1.0 - float(d)) for i, d in self.link.read(ann)]
 
     def explain_vector(self, query: np.ndarray, k: int = 10) -> str:
@@ -111,7 +119,7 @@ class PgVectorsMixin:
         def run(conn: Any) -> str:
             conn.execute("BEGIN")
             try:
-                conn.execute(_ANN_ONLY)
+                conn.execute("; ".join(_ANN_ONLY))
                 rows = conn.execute(f"EXPLAIN SELECT id FROM hm_chunks WHERE ns = {self.ns} AND embedding IS NOT NULL "
                                     f"ORDER BY {e} LIMIT %(k)s", {"q": np.asarray(query, np.float32), "k": k}).fetchall()
             finally:
