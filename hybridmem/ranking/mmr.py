@@ -131,12 +131,14 @@ class TokenBits:
 
 class _Pool(NamedTuple):
     """What :class:`TokenBits` numbers: ``matrix[t, s]`` is 1 when set ``s`` holds shared token ``t``; set ``s``'s
-    shared tokens are ``tokens[offsets[s]:offsets[s + 1]]``; ``sizes[s]`` is its size."""
+    shared tokens are ``tokens[offsets[s]:offsets[s + 1]]``; ``sizes[s]`` is its size; ``rows`` keeps each set's
+    intersections once worked out (the sets MMR picks recur across a sweep's configs)."""
 
     matrix: np.ndarray
     tokens: np.ndarray
     offsets: np.ndarray
     sizes: np.ndarray
+    rows: dict[int, np.ndarray]
 
     @classmethod
     def build(cls, token_sets: Sequence[AbstractSet[str]]) -> "_Pool":
@@ -153,11 +155,16 @@ class _Pool(NamedTuple):
         matrix[tokens, owner] = 1
         offsets = np.zeros(len(hashed) + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=len(hashed)), out=offsets[1:])
-        return cls(matrix, tokens, offsets, lengths)
+        return cls(matrix, tokens, offsets, lengths, {})
 
     def intersections(self, s: int) -> np.ndarray:
-        """``|set s & set t|`` for every set ``t`` of the pool (with itself: the shared tokens only)."""
-        return self.matrix[self.tokens[self.offsets[s]:self.offsets[s + 1]]].sum(axis=0, dtype=np.int64)
+        """``|set s & set t|`` for every set ``t`` of the pool (with itself: the shared tokens only); read-only."""
+        got = self.rows.get(s)
+        if got is None:
+            got = self.matrix[self.tokens[self.offsets[s]:self.offsets[s + 1]]].sum(axis=0, dtype=np.int64)
+            got.flags.writeable = False
+            self.rows[s] = got
+        return got
 
 
 class BitJaccard:

@@ -47,7 +47,7 @@ import numpy as np
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.records import Candidates, ChunkInfo, Hit, Ranking
+from hybridmem.records import Candidates, ChunkInfo, Hit, Ranking, hit_of
 
 from hybridmem.ranking.adaptive import adapt
 from hybridmem.ranking.joint import JOINT
@@ -363,9 +363,9 @@ class _HitMaker:
         v_raw, v_score, v_rank, v_part = self._leg("vector", cid)
         t_raw, t_score, t_rank, t_part = self._leg("keyword", cid)
         mmr = self.mmr
-        # Positional, in Hit's field order: a third faster than keywords (3 against 5 us a Hit on a slow core), and
-        # rank() builds one Hit per pooled candidate. Tests pin every field's value.
-        return Hit(
+        # Positional, in Hit's field order (records.hit_of: 1.9 against 5.3 us a Hit through the frozen dataclass's
+        # __init__), and rank() builds one Hit per returned (or, explained, pooled) candidate. Tests pin every field.
+        return hit_of((
             cid, ch.path, ch.source, ch.start_line, ch.end_line, ch.text,
             citation(ch.path, ch.start_line, ch.end_line), snippet,
             v_raw, v_score, v_rank,
@@ -374,4 +374,4 @@ class _HitMaker:
             None if mmr is None else mmr.scores.get(cid), None if mmr is None else mmr.positions.get(cid),
             final, position, position is not None, cut_reason, rescued,
             v_part, t_part,
-        )
+        ))
