@@ -278,3 +278,36 @@ def test_memory_search_text_and_status_carry_the_vectors_note(tmp_path: Path) ->
            "vectors": {"embedded": 1, "total": 2}, "vectors_note": "vectors for 1 of 2 chunks"}
     assert render("memory_search", out).endswith("(note: vectors for 1 of 2 chunks)")
     assert {"vectors", "vectors_note"} <= set(STATUS_OUTPUT["properties"])
+
+
+def test_a_batch_that_fails_before_its_commit_leaves_no_cache_rows(tmp_path: Path, monkeypatch) -> None:
+    # the cache rows of a batch commit with its vectors: a sync dying between the embedding and that commit (a kill,
+    # a full disk) leaves the batch pending and the index's cache without it, so the next sync embeds exactly the
+    # pending chunks (it used to find the batch in the cache, written a commit earlier)
+    from hybridmem.store.database import Store
+
+    ws = make_ws(tmp_path / "ws", files=40, lines=200)
+    emb = HashEmbedder(dims=16)
+    real = Store.set_vectors
+    calls = {"n": 0}
+
+    def failing(self, items):  # noqa: ANN001, ANN202
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real(self, items)
+
+    monkeypatch.setattr(Store, "set_vectors", failing)
+    with MemoryIndex(ws, embedder=emb) as idx, pytest.raises(OSError, match="disk full"):
+        idx.sync()
+    monkeypatch.setattr(Store, "set_vectors", real)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        c = idx.store.consistency()
+        assert c["embedded"] == EMBED_BATCH < c["chunks"] and c["vec_rows"] == c["embedded"]
+        assert idx.store.cache_count() == EMBED_BATCH  # the failed batch's rows rolled back with it
+        pending = idx.store.pending_count()
+        before = emb.embedded
+        report = idx.sync()
+        assert report.embedded == pending == emb.embedded - before
+        c2 = idx.store.consistency()
+        assert c2["embedded"] == c2["vec_rows"] == c2["chunks"]

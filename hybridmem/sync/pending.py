@@ -57,21 +57,22 @@ def cached_vectors(
 def embed_texts(
     store: Store, embedder: Embedder, texts_by_hash: dict[str, str], shared: SharedCache | None = None,
     progress: Callable[[int], None] | None = None,
-) -> tuple[dict[str, np.ndarray], int, int]:
-    """Vectors for every hash: cached ones reused, the rest embedded and written to both caches. Returns
-    ``(vectors, embedded, cache_hits)``. ``progress(done)``: texts embedded so far in this call."""
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """Vectors for every hash: cached ones reused, the rest embedded and written to the user-level cache. Returns
+    ``(vectors, fresh, cache_hits)``: ``fresh`` the ones embedded now, which the caller writes to the index's cache
+    in the transaction that stores them. ``progress(done)``: texts embedded so far in this call."""
     key = (embedder.name, embedder.model, embedder.provider_key)
     vectors, _ = cached_vectors(store, embedder, list(texts_by_hash), shared)
     missing = [h for h in texts_by_hash if h not in vectors]
+    fresh: dict[str, np.ndarray] = {}
     if missing:
         cb = (lambda done, _total: progress(done)) if progress else None
         mat = embedder.embed_documents([texts_by_hash[h] for h in missing], progress=cb)
         fresh = {h: mat[i] for i, h in enumerate(missing)}
-        store.cache_put(*key, fresh)
         if shared is not None and embedder.shared_cache:
             shared.put((*key, embedder.weights_hash), fresh)
         vectors.update(fresh)
-    return vectors, len(missing), len(texts_by_hash) - len(missing)
+    return vectors, fresh, len(texts_by_hash) - len(missing)
 
 
 def embed_pending(
@@ -100,10 +101,12 @@ def embed_pending(
         after = rows[-1][0]
         texts = {h: t for _, h, t in rows}
         cb = (lambda n, base=done: report(base + n)) if progress else None
-        vectors, n_embedded, n_hits = embed_texts(store, embedder, texts, shared, cb)
-        embedded += n_embedded
+        vectors, fresh, n_hits = embed_texts(store, embedder, texts, shared, cb)
+        embedded += len(fresh)
         hits += n_hits
-        with store.transaction():
+        with store.transaction():  # a kill before this commit leaves the batch pending, its cache rows unwritten
+            if fresh:
+                store.cache_put(embedder.name, embedder.model, embedder.provider_key, fresh)
             store.set_vectors([(cid, vectors[h]) for cid, h, _ in rows])
             store.bump_generation()  # a reader that sees one generation sees one set of vectors
         done += len(rows)
