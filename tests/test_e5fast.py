@@ -146,7 +146,7 @@ def test_document_runtime_setting() -> None:
 def test_sync_progress_carries_the_token_count_for_a_rate(tmp_path: Path) -> None:
     from hybridmem.embeddings.fake import HashEmbedder
     from hybridmem.store import Store
-    from hybridmem.sync.documents import TOKENS_STAGE, embed_with_cache
+    from hybridmem.sync.pending import TOKENS_STAGE, embed_pending
 
     class Counting(HashEmbedder):
         tokens_embedded = 100  # counted across calls, like the fast path's
@@ -155,12 +155,17 @@ def test_sync_progress_carries_the_token_count_for_a_rate(tmp_path: Path) -> Non
             self.tokens_embedded += 10 * len(texts)
             return super().embed_batch(texts, is_query)
 
-    calls: list[tuple[str, int, int]] = []
     store = Store(tmp_path / "index.sqlite")
-    texts = {f"h{i}": f"text {i}" for i in range(5)}
-    embed_with_cache(store, Counting(dims=8), texts, progress=lambda *a: calls.append(a), commit_every=2)
+    chunks = [{"start_line": i + 1, "end_line": i + 1, "hash": f"h{i}", "text": f"text {i}", "tokens": f"text {i}",
+               "timestamp": 0.0, "evergreen": True} for i in range(5)]
+    with store.transaction():  # five chunks stored keyword first, without a vector
+        store.upsert_file({"path": "memory/a.md", "abspath": None, "source": "memory", "hash": "a", "mtime": 0.0,
+                           "size": 0, "date": None, "evergreen": 1}, chunks, [None] * 5)
+    calls: list[tuple[str, int, int]] = []
+    embed_pending(store, Counting(dims=8), progress=lambda *a: calls.append(a), batch=2)
     assert calls[-2:] == [("embed", 5, 5), (TOKENS_STAGE, 50, 0)]  # this sync's tokens, not the process's
     assert [c for c in calls if c[0] == TOKENS_STAGE][0] == (TOKENS_STAGE, 20, 0)
+    assert store.pending_count() == 0
 
 
 def test_concurrent_calls_share_the_sessions(texts: list[str], cache: Path) -> None:

@@ -314,7 +314,7 @@ class DiesAfter(HashEmbedder):
 
 
 def test_a_huge_file_saves_its_embeddings_as_it_goes_and_resumes(tmp_path: Path) -> None:
-    from hybridmem.sync import documents
+    from hybridmem.sync.pending import EMBED_BATCH
 
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
@@ -325,7 +325,7 @@ def test_a_huge_file_saves_its_embeddings_as_it_goes_and_resumes(tmp_path: Path)
         with pytest.raises(MemoryError):
             idx.sync(progress=lambda stage, done, total: seen.append((stage, done, total)))
         saved = idx.store.cache_count()
-        slice_ = documents.EMBED_COMMIT_CHUNKS
+        slice_ = EMBED_BATCH
         assert saved == 1500 // slice_ * slice_ >= 2 * slice_  # every finished slice is committed
         embeds = [d for stage, d, _ in seen if stage == "embed"]
         assert embeds == sorted(embeds) and embeds[-1] >= saved  # progress inside the one file

@@ -20,7 +20,7 @@ from hybridmem.records import Document
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import try_sync_lock
-from hybridmem.sync.pending import EMBED_BATCH, TOKENS_STAGE, cached_vectors, embed_pending
+from hybridmem.sync.pending import cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
@@ -73,41 +73,6 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> P
             }
         )
     return PreparedDoc(doc, doc_hash or document_hash(doc), chunks)
-
-
-EMBED_COMMIT_CHUNKS = EMBED_BATCH  # texts embedded between two commits of the embedding cache
-
-
-def embed_with_cache(
-    store: Store, embedder: Embedder, texts_by_hash: dict[str, str], progress: Progress | None = None,
-    commit_every: int = EMBED_COMMIT_CHUNKS,
-) -> tuple[dict[str, np.ndarray], int, int]:
-    """Vectors for every hash: cached ones reused, the rest embedded ``commit_every`` texts at a time, each slice
-    committed to the cache as soon as it is embedded (a huge file makes progress and saves as it goes: a sync killed
-    halfway resumes from the cache). Returns ``(vectors, embedded, cache_hits)``."""
-    key = (embedder.name, embedder.model, embedder.provider_key)
-    cached = store.cache_get(*key, list(texts_by_hash))
-    dims = embedder.dims
-    cached = {h: v for h, v in cached.items() if v.shape[0] == dims}  # a same-named model with other dims: re-embed
-    missing = [h for h in texts_by_hash if h not in cached]
-    tokens0 = getattr(embedder, "tokens_embedded", None)  # providers that count tokens (e5's fast path)
-
-    def report(done: int) -> None:
-        assert progress is not None
-        progress("embed", done, len(missing))
-        if tokens0 is not None:  # tokens run so far, for a rate beside the chunks' (total 0: not a bar of its own)
-            progress(TOKENS_STAGE, embedder.tokens_embedded - tokens0, 0)  # type: ignore[attr-defined]
-
-    for start in range(0, len(missing), commit_every):
-        part = missing[start : start + commit_every]
-        cb = (lambda done, _total, s=start: report(s + done)) if progress else None
-        mat = embedder.embed_documents([texts_by_hash[h] for h in part], progress=cb)
-        fresh = {h: mat[i] for i, h in enumerate(part)}
-        store.cache_put(*key, fresh)
-        cached.update(fresh)
-        if progress:
-            report(start + len(part))
-    return cached, len(missing), len(texts_by_hash) - len(missing)
 
 
 def apply_documents(
