@@ -149,6 +149,10 @@ class Candidates:
     vector_scripts: frozenset[str] | None = None
     # The index generation both legs and the chunks were read at ("" when unknown), so a caller need not read it again.
     generation: str = ""
+    # BM25's IDF counts for the answer gate: the keyword index's rows and, per ``query_tokens`` entry, how many rows
+    # hold it (0 and () when the keyword leg did not run: the gate then weighs every term alike).
+    doc_count: int = 0
+    term_docs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
 from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, JOINT_MODELS, Calibration, joint_model
 from hybridmem.errors import ConfigError
 from hybridmem.ranking import rank
-from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, query_features
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, idf, query_features
+from hybridmem.ranking.pipeline import decision_features
 from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, joint_features, joint_fusion
 from hybridmem.records import Candidates, ChunkInfo, LegHit
 
@@ -124,6 +125,23 @@ def test_gate_features_and_probability_by_hand() -> None:
     assert empty["keyword_top"] < -13 and empty["term_share"] == 0.0 and empty["vector_gap"] == 0.0
     gate = Calibration(("keyword_top", "term_share"), (1.0, 2.0), 0.5)
     assert answer_probability(f, gate) == pytest.approx(_sig(0.5 + math.log(0.25) + 1.5))
+
+
+def test_idf_coverage_weighs_a_rare_term_above_common_ones() -> None:
+    """A chunk holding the query's common words but not its rare one covers most of its terms and little of its
+    IDF; without counts (the keyword leg did not run) every term weighs the same."""
+    words = ("the", "of", "river", "zambezi")
+    chunk = ChunkInfo(1, "memory/a.md", "memory", 1, 2, "the length of the river", 0.0, True,
+                      frozenset({"the", "of", "river", "length"}))
+    plain = Candidates("the length of the zambezi river", words, keyword=(LegHit(1, -3.0, 1),), vector=(),
+                       chunks={1: chunk}, pool=40, vector_searched=False)
+    counted = dataclasses.replace(plain, doc_count=1000, term_docs=(990, 700, 40, 0))
+    _, f_plain = decision_features(plain, DEFAULT_RANKING)
+    _, f = decision_features(counted, DEFAULT_RANKING)
+    assert f_plain["idf_coverage_top"] == f_plain["coverage_top"] == f["coverage_top"] == 0.75
+    weights = [idf(1000, n) for n in (990, 700, 40, 0)]
+    assert f["idf_coverage_top"] == pytest.approx(sum(weights[:3]) / sum(weights))
+    assert f["idf_coverage_top"] < 0.5  # "zambezi", held by no chunk, weighs most
 
 
 def test_rank_abstains_as_a_whole_and_scales_hits_by_the_gate() -> None:

@@ -10,6 +10,7 @@ from hybridmem.config import Settings, TokenizerConfig
 from hybridmem.index import MemoryIndex
 from hybridmem.retrieve.keywords import KeywordIndex, fts_tokens
 from hybridmem.retrieve import Scope, keyword_leg
+from hybridmem.retrieve.legs import term_doc_counts
 from hybridmem.store import Store
 from hybridmem.tokenization import tokenize
 
@@ -102,4 +103,24 @@ def test_facade_serves_the_second_query_from_memory(tmp_path, workspace) -> None
     idx.retriever.wait_for_copies()
     assert idx.retriever.keyword_memory() is not None
     assert idx.retrieve("payment retry backoff", 20, vector=False).keyword == fourth.keyword
+    # the answer gate's IDF counts: the same from FTS5 (first) and from memory (now), over every chunk
+    assert (first.doc_count, first.term_docs) != (0, ())
+    now = idx.retrieve("payment retry backoff", 20, vector=False)
+    assert now.doc_count == idx.status()["chunks"] == first.doc_count + 1
+    assert len(now.term_docs) == len(now.query_tokens) and now.term_docs[0] == first.term_docs[0] + 1  # "payment"
     idx.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12), min_size=1, max_size=40),
+       query=st.lists(st.sampled_from(WORDS + ["nowhere", "không"]), min_size=1, max_size=6))
+def test_term_doc_counts_are_fts5s_from_the_store_and_from_memory(tmp_path_factory, docs, query) -> None:  # noqa: ANN001
+    store = store_with(tmp_path_factory.mktemp("kw"), [" ".join(d) for d in docs])
+    tokens = [t for w in query for t in tokenize(w)]
+    memory = KeywordIndex.build(*store.keyword_rows())
+    n, counts = term_doc_counts(store, tokens)
+    assert (n, counts) == term_doc_counts(store, tokens, memory)
+    assert n == len(docs)
+    for t, c in zip(tokens, counts):  # rows holding the token, counted by hand
+        assert c == sum(1 for d in docs if t in tokenize(" ".join(d))), t
+    store.close()

@@ -87,6 +87,8 @@ def test_bm25_equals_fts5_bit_for_bit_on_multilingual_text(pg: PostgresStore, mo
             assert [t for t, _ in a] == [t for t, _ in b], (q, scope)
             assert [s for _, s in a] == [s for _, s in b], (q, scope)  # the same doubles, not merely close
             checked += len(a)
+        terms = [p for t in query_terms(q, tok) for p in fts_tokens(t)]
+        assert sqlite.keyword_doc_counts(terms) == pg.keyword_doc_counts(terms), q  # the gate's IDF counts
     assert checked > 100
 
 

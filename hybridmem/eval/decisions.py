@@ -55,7 +55,7 @@ DECISION_DATASETS = ("scifact", "locomo", "demo", *(f"xquad-{lang}" for lang in
                                                      ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi", "zh")))
 MAX_FALSE_ABSTENTION = 0.02
 # The gate's features: chosen on train splits (docs/ranking.md); the others of GATE_FEATURES did not help there.
-GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share")
+GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_coverage_top", "term_share")
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone

@@ -13,6 +13,9 @@ query's top candidates of both legs:
   chunk standing out of its pool; one without has a flat pool);
 - ``coverage_top``: the largest share of the query's distinct terms one of the keyword leg's top
   :data:`AGREE_DEPTH` chunks holds;
+- ``idf_coverage_top``: the same share with each term weighted by its BM25 IDF in this memory
+  (:func:`idf`; ``Candidates.doc_count`` and ``term_docs``): a chunk holding a question's common words but not its
+  rare ones (the name, the thing asked about) covers little of it, and a term memory never mentions weighs most;
 - ``term_share``: the share of the query's distinct terms that some chunk of either leg's top 40 holds (a question about
   a person or a thing memory never mentions has terms found nowhere: on LoCoMo, a question asked of another
   conversation names people who are not in it);
@@ -38,21 +41,22 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Calibration
 from hybridmem.ranking.calibrate import sigmoid
 
-__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
+__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "idf", "logit", "query_features"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
 GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
-                 "log_terms")
+                 "log_terms", "idf_coverage_top")
 
 
 def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
                    keyword_ids: Sequence[int], keyword_probs: Sequence[float], coverages: Sequence[float],
-                   n_terms: int, found_terms: int = 0) -> dict[str, float]:
+                   n_terms: int, found_terms: int = 0, idf_coverages: Sequence[float] | None = None
+                   ) -> dict[str, float]:
     """Every feature of :data:`GATE_FEATURES` for one query (see the module doc). Each leg's sequences are in rank
     order; an empty leg gives its features 0; ``coverages[i]`` is the share of the query's distinct terms that keyword
     hit ``i``'s chunk holds; ``found_terms`` how many of the query's ``n_terms`` distinct terms some pooled chunk
-    holds.
+    holds; ``idf_coverages`` the IDF-weighted shares (None: every term weighs the same, ``coverages``).
 
     Example:
         >>> f = query_features([1, 2, 3], [0.9, 0.8, 0.7], [0.2, 0.1, 0.05], [2, 9], [0.4, 0.1], [1.0, 0.5], 2, 2)
@@ -70,7 +74,19 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
         "coverage_top": max(coverages[:AGREE_DEPTH], default=0.0),
         "term_share": found_terms / n_terms if n_terms > 0 else 0.0,
         "log_terms": math.log(n_terms) if n_terms > 0 else 0.0,
+        "idf_coverage_top": max((coverages if idf_coverages is None else idf_coverages)[:AGREE_DEPTH], default=0.0),
     }
+
+
+def idf(n_rows: int, n_hit: int) -> float:
+    """BM25's IDF as FTS5 computes it: ``log((N - nHit + 0.5) / (nHit + 0.5))``, at least 1e-6.
+
+    Example:
+        >>> round(idf(100, 0), 2), round(idf(100, 10), 2), idf(100, 90)
+        (5.3, 2.15, 1e-06)
+    """
+    v = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    return v if v > 1e-6 else 1e-6
 
 
 def logit(p: float) -> float:

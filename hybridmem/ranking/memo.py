@@ -17,7 +17,7 @@ from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, query_features
+from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, idf, query_features
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, joint_features, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
@@ -154,8 +154,13 @@ class RankMemo:
         v, k = by.get("vector"), by.get("keyword")
         q = frozenset(self.candidates.query_tokens)
         chunks = self.candidates.chunks
-        coverages = [] if k is None or not q else [
-            sum(1 for t in q if t in chunks[cid].tokens) / len(q) for cid in k.scored.ids[:AGREE_DEPTH]]
+        top = [] if k is None or not q else [chunks[cid].tokens for cid in k.scored.ids[:AGREE_DEPTH]]
+        coverages = [sum(1 for t in q if t in tokens) / len(q) for tokens in top]
+        weights = self.term_weights()
+        idf_coverages = None
+        if weights is not None and top:
+            total = sum(weights.values())
+            idf_coverages = [sum(w for t, w in weights.items() if t in tokens) / total for tokens in top]
         left = set(q)
         for leg in legs:  # each leg's top NORM_DEPTH, as fitted: the share must not grow with max_results
             for cid in leg.scored.ids[:NORM_DEPTH]:
@@ -164,7 +169,16 @@ class RankMemo:
                 left.difference_update(chunks[cid].tokens)
         return query_features(
             v.scored.ids if v else (), v.raws if v else (), self.probabilities(v) if v else (),
-            k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left))
+            k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left),
+            idf_coverages)
+
+    def term_weights(self) -> dict[str, float] | None:
+        """Each distinct query token's BM25 IDF in this memory (:func:`~hybridmem.ranking.gate.idf`), or None when
+        the candidates carry no counts (the keyword leg did not run)."""
+        c = self.candidates
+        if c.doc_count <= 0 or len(c.term_docs) != len(c.query_tokens):
+            return None
+        return {t: idf(c.doc_count, n) for t, n in zip(c.query_tokens, c.term_docs)}
 
     def answer(self, legs: Sequence[Leg], pool: int) -> float:
         """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`)."""

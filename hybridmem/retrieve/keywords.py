@@ -95,6 +95,16 @@ class KeywordIndex(ScopedRows):
         return int(self.ids.shape[0])
 
 
+    def keyword_doc_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(N, {token: nHit})`` as :meth:`search`'s IDF reads them, the same as ``Store.keyword_doc_counts``: the
+        rows, and for each of ``tokens`` that some row holds, how many hold it."""
+        out: dict[str, int] = {}
+        for t in dict.fromkeys(tokens):
+            j = self.vocab.get(t)
+            if j is not None:
+                out[t] = int(self.offsets[j + 1] - self.offsets[j])
+        return len(self), out
+
     def search(
         self,
         terms: Sequence[str],

@@ -7,7 +7,7 @@ config asks for, and rank as often as you like.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from hybridmem.config import TokenizerConfig
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import IndexStore
-from hybridmem.tokenization import fts_query, query_terms
+from hybridmem.tokenization import fts_query, fts_tokens, query_terms
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,16 @@ def keyword_leg(
     if rows is None:
         rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
     return [LegHit(cid, raw, i + 1) for i, (cid, raw) in enumerate(rows)]
+
+
+def term_doc_counts(store: IndexStore, query_tokens: Sequence[str], memory: KeywordIndex | None = None
+                    ) -> tuple[int, tuple[int, ...]]:
+    """The rows of the keyword index and, per query token, how many rows hold it: the counts of BM25's IDF, which the
+    answer gate weighs query terms by. A token FTS5 splits into pieces counts as its rarest piece. From the in-memory
+    copy when there is one (the same counts), else the store."""
+    pieces = [fts_tokens(t) for t in query_tokens]
+    n, hits = (memory if memory is not None else store).keyword_doc_counts([p for ps in pieces for p in ps])
+    return n, tuple(min((hits.get(p, 0) for p in ps), default=0) for ps in pieces)
 
 
 def vector_leg(

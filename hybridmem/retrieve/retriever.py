@@ -31,6 +31,7 @@ from hybridmem.retrieve.legs import (
     build_candidates,
     chunk_infos,
     keyword_leg,
+    term_doc_counts,
     vector_leg,
 )
 from hybridmem.retrieve.vectors import VectorMatrix
@@ -271,7 +272,8 @@ class Retriever:
     ) -> Candidates:
         tok = self.settings.tokenizer
         t0 = time.perf_counter()
-        kw = keyword_leg(self.store, query, pool, tok, scope, self.keyword_memory(gen)) if keyword else []
+        memory = self.keyword_memory(gen) if keyword else None
+        kw = keyword_leg(self.store, query, pool, tok, scope, memory) if keyword else []
         t["keyword"] = (time.perf_counter() - t0) * 1000
         vec: list = []
         vector_searched = False
@@ -295,6 +297,9 @@ class Retriever:
         kw = [h for h in kw if h.chunk_id in chunks]
         vec = [h for h in vec if h.chunk_id in chunks]
         cands = build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
+        if keyword and cands.query_tokens:
+            n_rows, docs = term_doc_counts(self.store, cands.query_tokens, memory)
+            cands = replace(cands, doc_count=n_rows, term_docs=docs)
         if vector_searched:
             cands = replace(cands, vector_model=self._identity()[1])
         scripts = getattr(self.embedder.current, "scripts", None)  # the model's coverage, for the adaptive fusion

@@ -33,6 +33,7 @@ from hybridmem.store.connection import (
     refuse_non_index,
 )
 from hybridmem.store.health import HealthMixin
+from hybridmem.store.keyword_stats import KeywordStatsMixin
 from hybridmem.store.pending import PendingMixin
 from hybridmem.store.schema import MIGRATIONS
 
@@ -50,7 +51,7 @@ def _creatable(path: Path) -> None:
 _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
 
-class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin):
+class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
     backend = "sqlite"

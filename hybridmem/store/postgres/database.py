@@ -323,6 +323,20 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
                                     prefix=path_prefix))
         return [(int(i), float(r)) for i, r in rows]
 
+    def keyword_doc_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(N, {token: nHit})`` as the keyword statement's IDF reads them (``hm_stats``, ``hm_postings``, one
+        generation, one round trip); a token no row holds is left out."""
+        uniq = list(dict.fromkeys(tokens))
+        rows = self._q(f"""
+            WITH g AS MATERIALIZED (SELECT {LIVE} AS gen)
+            SELECT NULL::text, s.n_rows::bigint FROM hm_stats s, g WHERE s.ns = %(ns)s AND s.gen = g.gen
+            UNION ALL
+            SELECT p.term, count(*) FROM hm_postings p, g
+            WHERE p.ns = %(ns)s AND p.gen = g.gen AND p.term = ANY(%(terms)s) GROUP BY p.term""",
+                       self._p(terms=uniq))
+        n = next((int(c) for t, c in rows if t is None), 0)
+        return n, {str(t): int(c) for t, c in rows if t is not None}
+
     def keyword_rows(self) -> tuple[list[int], list[str], list[str], list[str]]:
         rows = self._q(f"SELECT id, tokens, source, path FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} ORDER BY id",
                        self._p())
