@@ -144,6 +144,19 @@ def test_idf_coverage_weighs_a_rare_term_above_common_ones() -> None:
     assert f["idf_coverage_top"] < 0.5  # "zambezi", held by no chunk, weighs most
 
 
+def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
+    """What `hybridmem eval calibrate --decisions --write` would fit is what ships: e5's gate with the IDF-weighted
+    coverage, MiniLM's and the keyword leg's without it (train chose so; docs/ranking.md)."""
+    from hybridmem.eval.decisions import GATE_USED, GATE_USED_BY_MODEL, KEYWORD_USED, VECTOR_USED
+
+    assert GATE_MODELS["multilingual-e5-small"].features == GATE_USED
+    assert "idf_coverage_top" in GATE_USED
+    assert GATE_MODELS["all-MiniLM-L6-v2"].features == GATE_USED_BY_MODEL["all-MiniLM-L6-v2"]
+    assert GATE_MODELS["keyword"].features == KEYWORD_USED
+    assert GATE_MODELS["multilingual-e5-small|vector"].features == VECTOR_USED
+    assert all(set(g.features) <= set(GATE_FEATURES) for g in GATE_MODELS.values())
+
+
 def test_rank_abstains_as_a_whole_and_scales_hits_by_the_gate() -> None:
     cands = _cands([(1, 0.9), (2, 0.8)], [(1, -5.0), (2, -1.0)])
     sure = DEFAULT_RANKING.replace(answer_threshold=0.01)
