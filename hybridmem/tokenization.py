@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -134,6 +135,18 @@ def _ngrams(start: int, run: str, n: int) -> Iterator[tuple[str, int, int]]:
     for i in range(len(cuts) - n):
         a, b = cuts[i], cuts[i + n]
         yield run[a:b], start + a, start + b
+
+
+def bm25_idf(n_rows: int, n_hit: int) -> float:
+    """FTS5's BM25 IDF (``fts5Bm25Function`` in ``ext/fts5/fts5_aux.c``): ``log((N - nHit + 0.5) / (nHit + 0.5))``,
+    or 1e-6 when that is <= 0. The in-memory keyword copy scores with it and the answer gate weighs query terms by it.
+
+    Example:
+        >>> round(bm25_idf(100, 0), 2), round(bm25_idf(100, 10), 2), bm25_idf(100, 90)
+        (5.3, 2.15, 1e-06)
+    """
+    idf = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    return idf if idf > 0.0 else 1e-6
 
 
 def runs(text: str) -> Iterator[tuple[str, int]]:

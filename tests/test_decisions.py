@@ -15,10 +15,11 @@ from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
 from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, JOINT_MODELS, Calibration, joint_model
 from hybridmem.errors import ConfigError
 from hybridmem.ranking import rank
-from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, idf, query_features
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, query_features
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, joint_features, joint_fusion
 from hybridmem.records import Candidates, ChunkInfo, LegHit
+from hybridmem.tokenization import bm25_idf
 
 
 def _sig(z: float) -> float:
@@ -139,7 +140,7 @@ def test_idf_coverage_weighs_a_rare_term_above_common_ones() -> None:
     _, f_plain = decision_features(plain, DEFAULT_RANKING)
     _, f = decision_features(counted, DEFAULT_RANKING)
     assert f_plain["idf_coverage_top"] == f_plain["coverage_top"] == f["coverage_top"] == 0.75
-    weights = [idf(1000, n) for n in (990, 700, 40, 0)]
+    weights = [bm25_idf(1000, n) for n in (990, 700, 40, 0)]
     assert f["idf_coverage_top"] == pytest.approx(sum(weights[:3]) / sum(weights))
     assert f["idf_coverage_top"] < 0.5  # "zambezi", held by no chunk, weighs most
 

@@ -14,7 +14,7 @@ query's top candidates of both legs:
 - ``coverage_top``: the largest share of the query's distinct terms one of the keyword leg's top
   :data:`AGREE_DEPTH` chunks holds;
 - ``idf_coverage_top``: the same share with each term weighted by its BM25 IDF in this memory
-  (:func:`idf`; ``Candidates.doc_count`` and ``term_docs``): a chunk holding a question's common words but not its
+  (:func:`~hybridmem.tokenization.bm25_idf`; ``Candidates.doc_count`` and ``term_docs``): a chunk holding a question's common words but not its
   rare ones (the name, the thing asked about) covers little of it, and a term memory never mentions weighs most;
 - ``term_share``: the share of the query's distinct terms that some chunk of either leg's top 40 holds (a question about
   a person or a thing memory never mentions has terms found nowhere: on LoCoMo, a question asked of another
@@ -41,7 +41,7 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Calibration
 from hybridmem.ranking.calibrate import sigmoid
 
-__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "idf", "logit", "query_features"]
+__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -76,17 +76,6 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
         "log_terms": math.log(n_terms) if n_terms > 0 else 0.0,
         "idf_coverage_top": max((coverages if idf_coverages is None else idf_coverages)[:AGREE_DEPTH], default=0.0),
     }
-
-
-def idf(n_rows: int, n_hit: int) -> float:
-    """BM25's IDF as FTS5 computes it: ``log((N - nHit + 0.5) / (nHit + 0.5))``, at least 1e-6.
-
-    Example:
-        >>> round(idf(100, 0), 2), round(idf(100, 10), 2), idf(100, 90)
-        (5.3, 2.15, 1e-06)
-    """
-    v = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
-    return v if v > 1e-6 else 1e-6
 
 
 def logit(p: float) -> float:

@@ -44,7 +44,8 @@ import numpy as np
 from hybridmem.config.calibration import JOINT_FEATURES, Calibration
 from hybridmem.config.ranking import DECISION_DEPTH
 
-__all__ = ["JOINT", "JOINT_FEATURES", "NORM_DEPTH", "RANK_K", "JointLeg", "joint_features", "joint_fusion"]
+__all__ = ["JOINT", "JOINT_FEATURES", "NORM_DEPTH", "RANK_K", "JointLeg", "feature_matrix", "joint_features",
+           "joint_fusion"]
 
 JOINT = "joint"  # the fusion name
 RANK_K = 10  # the rank feature's constant: rank 1 -> 0.91, rank 10 -> 0.5, rank 40 -> 0.2
@@ -111,11 +112,16 @@ def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:
     return out
 
 
+def feature_matrix(legs: Sequence[JointLeg]) -> tuple[list[int], np.ndarray]:
+    """:func:`joint_features` as ``(chunk ids, one row per id)``, the form :func:`joint_fusion` reads."""
+    rows = joint_features(legs)
+    return list(rows), np.array(list(rows.values()), dtype=np.float64)
+
+
 def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
-                 features: dict[int, list[float]] | tuple[list[int], np.ndarray] | None = None) -> dict[int, float]:
+                 features: tuple[list[int], np.ndarray] | None = None) -> dict[int, float]:
     """Each candidate's probability of relevance under ``model`` (see the module doc), in first-seen order.
-    ``features``: :func:`joint_features` of ``legs`` when the caller has them, as returned or as ``(chunk ids, one
-    row per id)`` (a sweep reuses them across configs).
+    ``features``: :func:`feature_matrix` of ``legs`` when the caller has it (a sweep reuses it across configs).
 
     Raises:
         ConfigError (from the model): ``model`` does not name :data:`JOINT_FEATURES`.
@@ -124,11 +130,7 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
         from hybridmem.errors import ConfigError
 
         raise ConfigError(f"the joint model names features {model.features}, expected {JOINT_FEATURES}")
-    feats = joint_features(legs) if features is None else features
-    if isinstance(feats, tuple):
-        ids, x = feats
-    else:
-        ids, x = list(feats), np.array(list(feats.values()), dtype=np.float64)
+    ids, x = feature_matrix(legs) if features is None else features
     if not ids:
         return {}
     factors = {leg.name: leg.factor for leg in legs}

@@ -17,11 +17,12 @@ from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, idf, query_features
-from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, joint_features, joint_fusion
+from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, query_features
+from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
+from hybridmem.tokenization import bm25_idf
 from hybridmem.records import Candidates, ChunkInfo, LegHit
 
 __all__ = ["Leg", "RankMemo"]
@@ -143,8 +144,7 @@ class RankMemo:
         key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
         feats = self._joint.get(key)
         if feats is None:
-            rows = joint_features(joint_legs)
-            feats = self._joint[key] = (list(rows), np.array(list(rows.values()), dtype=np.float64))
+            feats = self._joint[key] = feature_matrix(joint_legs)
         return joint_fusion(joint_legs, joint_model(self.candidates.vector_model or ""), feats)
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
@@ -173,12 +173,12 @@ class RankMemo:
             idf_coverages)
 
     def term_weights(self) -> dict[str, float] | None:
-        """Each distinct query token's BM25 IDF in this memory (:func:`~hybridmem.ranking.gate.idf`), or None when
+        """Each distinct query token's BM25 IDF in this memory (:func:`~hybridmem.tokenization.bm25_idf`), or None when
         the candidates carry no counts (the keyword leg did not run)."""
         c = self.candidates
         if c.doc_count <= 0 or len(c.term_docs) != len(c.query_tokens):
             return None
-        return {t: idf(c.doc_count, n) for t, n in zip(c.query_tokens, c.term_docs)}
+        return {t: bm25_idf(c.doc_count, n) for t, n in zip(c.query_tokens, c.term_docs)}
 
     def answer(self, legs: Sequence[Leg], pool: int) -> float:
         """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`)."""

@@ -17,14 +17,13 @@ persistent copy; :class:`~hybridmem.index.MemoryIndex` builds this from it per i
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from hybridmem.retrieve.vectors import ScopedRows
-from hybridmem.tokenization import fts_tokens
+from hybridmem.tokenization import bm25_idf, fts_tokens
 
 K1 = 1.2  # FTS5's bm25() defaults (fts5_aux.c); not settings: they must match what FTS5 computes
 B = 0.75
@@ -140,10 +139,7 @@ class KeywordIndex(ScopedRows):
             a, b = int(self.offsets[j]), int(self.offsets[j + 1])
             rows = self.rows[a:b]
             n_hit = b - a
-            idf = math.log((n - n_hit + 0.5) / (n_hit + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            score[rows] += self.impact[a:b] * idf
+            score[rows] += self.impact[a:b] * bm25_idf(n, n_hit)
             if hits is not None:
                 hits[rows] += 1
         # every term's contribution to a row holding it is > 0 (idf >= 1e-6, tf >= 1), so OR matches are score > 0
