@@ -211,6 +211,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             verdict = "nothing returned" if r.abstained else "answer"
             print(f"answer gate: P(memory holds an answer) = {r.answer_probability:.3f}, threshold "
                   f"{resp.config.answer_threshold:g}: {verdict}; final = fused x that probability")
+            a = resp.candidates.alignment
+            print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
+                  f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}"))
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
         for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),

@@ -126,9 +126,15 @@ class MemoryIndex:
     # -- search --------------------------------------------------------------------------------------------------
     def retrieve(self, query: str, pool: int, keyword: bool = True, vector: bool = True, scope: Scope | None = None,
                  with_vectors: bool = False, query_vector: np.ndarray | None = None,
-                 timings: dict[str, float] | None = None) -> Candidates:
-        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
-        return self.retriever.retrieve(query, pool, keyword, vector, scope, with_vectors, query_vector, timings)
+                 timings: dict[str, float] | None = None, align: bool = True) -> Candidates:
+        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried;
+        ``align``: with the answer gate's token alignment (:meth:`align`)."""
+        return self.retriever.retrieve(query, pool, keyword, vector, scope, with_vectors, query_vector, timings, align)
+
+    def align(self, candidates: Candidates) -> Candidates:
+        """``candidates`` with the answer gate's token alignment (:mod:`hybridmem.retrieve.alignment`), when the
+        embedder gives one."""
+        return self.retriever.align(candidates)
 
     def search(self, query: str, config: RankConfig | None = None, source: str | None = None,
                path_prefix: str | None = None, session: str | None = None, now: float | None = None,

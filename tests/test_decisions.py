@@ -147,10 +147,16 @@ def test_idf_coverage_weighs_a_rare_term_above_common_ones() -> None:
 
 def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     """What `hybridmem eval calibrate --decisions --write` would fit is what ships: e5's gate with the IDF-weighted
-    coverage, MiniLM's and the keyword leg's without it (train chose so; docs/ranking.md)."""
-    from hybridmem.eval.decisions import GATE_USED, GATE_USED_BY_MODEL, KEYWORD_USED, VECTOR_USED
+    coverage, MiniLM's and the keyword leg's without it, e5's aligned gate with the token alignment (train chose so;
+    docs/ranking.md)."""
+    from hybridmem.eval.decisions import (ALIGNED_USED_BY_MODEL, GATE_USED, GATE_USED_BY_MODEL, KEYWORD_USED,
+                                          VECTOR_USED)
 
     assert GATE_MODELS["multilingual-e5-small"].features == GATE_USED
+    for model, features in ALIGNED_USED_BY_MODEL.items():  # the gate read when the candidates carry the alignment
+        assert GATE_MODELS[f"{model}|aligned"].features == features
+        assert {"align_mean", "align_q25"} <= set(features)
+    assert "all-MiniLM-L6-v2|aligned" not in GATE_MODELS
     assert "idf_coverage_top" in GATE_USED
     assert GATE_MODELS["all-MiniLM-L6-v2"].features == GATE_USED_BY_MODEL["all-MiniLM-L6-v2"]
     assert GATE_MODELS["keyword"].features == KEYWORD_USED
@@ -190,6 +196,34 @@ def test_choose_threshold_keeps_every_set_within_its_false_abstention() -> None:
     ok = lambda t: all(np.sum(np.asarray(p) < t) <= max(0.02 * len(p), 1) for p in probs.values())  # noqa: E731
     assert ok(t) and not ok(t + 0.005)
     assert 0.2 < t <= 0.31  # set "a" binds (two of 100 under 0.2); "tiny" may lose its one query
+
+
+def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> None:
+    """A model whose rows carry the token alignment gets ``<model>|aligned``, which learns it and crosses the shared
+    threshold where its own 2% false-abstention point lies; rows without it (MiniLM) get none."""
+    from hybridmem.eval.decisions import DecisionRows, _answerable, choose_threshold, fit_rows
+
+    rng = np.random.default_rng(3)
+    col = {f: i for i, f in enumerate(GATE_FEATURES)}
+
+    def rows(aligned: bool) -> DecisionRows:
+        out = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+        for label in (1, 0):
+            for i in range(300):
+                f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
+                f[col["vector_top"]] += 0.5 * label  # a weak signal everywhere
+                f[col["align_mean"]] = (0.9 if label else 0.7) + rng.normal(0, 0.05) if aligned else 0.0
+                out.gate.append(("a" if label else "none", {"both": f, "keyword": f, "vector": f}, label))
+        return out
+
+    e5, minilm = rows(True), rows(False)
+    d = fit_rows({"multilingual-e5-small": e5, "all-MiniLM-L6-v2": minilm})
+    gate = d.gates["multilingual-e5-small|aligned"]
+    assert "all-MiniLM-L6-v2|aligned" not in d.gates
+    coef = dict(zip(gate.features, gate.coef))
+    assert coef["align_mean"] > 5 * abs(coef["vector_gap"])
+    own = choose_threshold(_answerable({"m": e5}, {"m": gate}, "both"))
+    assert own == pytest.approx(d.threshold)
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:

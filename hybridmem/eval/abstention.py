@@ -125,7 +125,7 @@ def confine(cand: Candidates, paths: frozenset[str], pool: int) -> Candidates:
 
     kw, vec = keep(cand.keyword), keep(cand.vector)
     ids = {h.chunk_id for h in kw} | {h.chunk_id for h in vec}
-    return replace(cand, keyword=kw, vector=vec, chunks={c: chunks[c] for c in ids}, pool=pool)
+    return replace(cand, keyword=kw, vector=vec, chunks={c: chunks[c] for c in ids}, pool=pool, alignment=None)
 
 
 def no_answer_sets(dataset: Dataset) -> list[NoAnswerSet]:
@@ -162,8 +162,9 @@ def no_answer_candidates(ev: Evaluator, queries: Sequence[Query], pool: int,
     for q in queries:
         paths = within.get(q.id)
         c = ev.index.retrieve(q.text, everything if paths is not None else pool, vector=vector,
-                              query_vector=vecs.get(q.text), scope=Scope(path_prefix=q.scope) if q.scope else None)
-        out.append(c if paths is None else confine(c, paths, pool))
+                              query_vector=vecs.get(q.text), scope=Scope(path_prefix=q.scope) if q.scope else None,
+                              align=paths is None)
+        out.append(c if paths is None else ev.index.align(confine(c, paths, pool)))  # aligned with what it kept
     return out
 
 

@@ -19,7 +19,9 @@ the default config at the evaluation depth (10; pool 40 per leg).
   each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries (or one query,
   in a set too small for that share to be one) under the default model's gate. Every other gate (another model's,
   and the one-leg gates: keyword alone, vector alone) gets its intercept moved so that its own such point lies on
-  the same threshold: one ``answer_threshold`` means the same for every model and every combination of legs.
+  the same threshold: one ``answer_threshold`` means the same for every model and every combination of legs. So
+  does the gate of a model whose candidates carry the token alignment (``"<model>|aligned"``,
+  :data:`ALIGNED_USED_BY_MODEL`), which ``rank()`` reads when they do.
 
 Example:
     >>> round(choose_threshold({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25), 3)
@@ -44,7 +46,7 @@ from hybridmem.ranking.gate import GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
-__all__ = ["DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL", "MAX_FALSE_ABSTENTION", "PAIRS",
+__all__ = ["ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL", "MAX_FALSE_ABSTENTION", "PAIRS",
            "DecisionRows", "Decisions", "choose_threshold", "collect", "fit_decisions", "fit_gate", "fit_order",
            "fit_rows"]
 
@@ -60,6 +62,10 @@ GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_cov
 # Per model where train chose otherwise: MiniLM's gate lost abstention with the IDF-weighted coverage (train mean 21.0
 # -> 20.2%), so it keeps the five features of #22.
 GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share")}
+# The gate of a model whose candidates carry the token alignment (retrieve/alignment.py: e5's fast path), both legs:
+# chosen on train (docs/ranking.md): the keyword leg's top and plain coverage left out, which cost Thai and Vietnamese.
+ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
+                                                   "align_mean", "align_q25")}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
@@ -228,10 +234,19 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
         single[f"{model}|vector"] = (fit_gate(rows, VECTOR_USED, "vector"), {model: rows}, "vector")
         if model != default:
             single[model] = (gates[model], {model: rows}, "both")
+        aligned = ALIGNED_USED_BY_MODEL.get(model)
+        if aligned and _has_alignment(rows):
+            single[f"{model}|aligned"] = (fit_gate(rows, aligned), {model: rows}, "both")
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = choose_threshold(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
     return Decisions(joint, joints, gates, threshold)
+
+
+def _has_alignment(rows: DecisionRows) -> bool:
+    """Whether ``rows`` were collected with the token alignment (an embedder that gives token states)."""
+    i = GATE_FEATURES.index("align_mean")
+    return any(feats["both"][i] != 0.0 for _, feats, _ in rows.gate)
 
 
 def _answerable(rows_by_model: Mapping[str, DecisionRows], gates: Mapping[str, Calibration],

@@ -170,7 +170,7 @@ class RankMemo:
         return query_features(
             v.scored.ids if v else (), v.raws if v else (), self.probabilities(v) if v else (),
             k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left),
-            idf_coverages)
+            idf_coverages, self.candidates.alignment)
 
     def term_weights(self) -> dict[str, float] | None:
         """Each distinct query token's BM25 IDF in this memory (:func:`~hybridmem.tokenization.bm25_idf`), or None when
@@ -186,7 +186,8 @@ class RankMemo:
         got = self._answer.get(key)
         if got is None:
             got = self._answer[key] = answer_probability(
-                self.query_features(legs), gate_model(self.candidates.vector_model, {leg.scored.name for leg in legs}))
+                self.query_features(legs), gate_model(self.candidates.vector_model, {leg.scored.name for leg in legs},
+                                                      aligned=self.candidates.alignment is not None))
         return got
 
     def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:

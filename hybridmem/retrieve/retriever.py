@@ -2,7 +2,8 @@
 
 :class:`Retriever` embeds the query (with provider failover), runs the keyword leg (FTS5, or the in-memory postings
 once built) and the vector leg (the in-memory matrix, its int8 copy, the quantized pre-filter, or sqlite-vec), and
-returns plain-data :class:`~hybridmem.records.Candidates` for ``rank()``. It holds no ranking logic.
+returns plain-data :class:`~hybridmem.records.Candidates` for ``rank()``, with the answer gate's token alignment of
+the query with its top passages (:mod:`hybridmem.retrieve.alignment`). It holds no ranking logic.
 
 In-memory copies belong to one index *generation* (a counter the sync bumps): a copy of an older generation is never
 used. Each is built from the second call that could use it (:mod:`hybridmem.background`), so a one-shot search pays
@@ -24,6 +25,7 @@ from hybridmem.config import MAX_QUERY_CHARS, Settings
 from hybridmem.embeddings import Embedder, LazyEmbedder, sanitize
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.records import Candidates, LegHit
+from hybridmem.retrieve.alignment import Aligner
 from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import (
@@ -75,6 +77,7 @@ class Retriever:
         self._matrix_gen: str | None = None
         self._keywords: tuple[str, KeywordIndex] | None = None  # (generation, in-memory FTS5 postings)
         self._keywords_build: tuple[str, SecondCallBuild] | None = None
+        self._aligner: tuple[object, Aligner] | None = None  # (the embedder it reads, the aligner)
 
     def drop_caches(self) -> None:
         """Forget the in-memory copies (after a sync or reindex changed the index)."""
@@ -232,18 +235,42 @@ class Retriever:
         with_vectors: bool = False,
         query_vector: np.ndarray | None = None,
         timings: dict[str, float] | None = None,
+        align: bool = True,
     ) -> Candidates:
-        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried."""
+        """Both legs for ``query``, each up to ``pool`` long, plus chunk info. A leg set to False is not queried;
+        ``align``: add the answer gate's token alignment (:meth:`align`)."""
         if not isinstance(query, str):
             raise HybridMemError(f"query must be a string, not {type(query).__name__}")
+        t = timings if timings is not None else {}
         try:
-            return self._retrieve(clean_query(query), pool, keyword, vector, scope or Scope(), with_vectors,
-                                  query_vector, timings if timings is not None else {})
+            cands = self._retrieve(clean_query(query), pool, keyword, vector, scope or Scope(), with_vectors,
+                                   query_vector, t)
         except Exception as exc:
             if not is_corruption(exc):
                 raise
             raise IndexCorruptError(f"the index {self.store.path} is corrupt ({exc}); rebuild it with "
                                     "`hybridmem index --rebuild`") from None
+        if align:
+            t0 = time.perf_counter()
+            cands = self.align(cands)
+            if cands.alignment is not None:
+                t["align"] = (time.perf_counter() - t0) * 1000
+        return cands
+
+    def align(self, cands: Candidates) -> Candidates:
+        """``cands`` with ``alignment`` (:mod:`hybridmem.retrieve.alignment`) when the vector leg ran, the embedder
+        gives token states and ``embedding.token_alignment`` is on; else unchanged."""
+        if not self.settings.embedding.token_alignment or not cands.vector_searched:
+            return cands
+        embedder = self.embedder.get()
+        states = getattr(embedder, "token_states", None)
+        if states is None:
+            return cands
+        with self._lock:
+            if self._aligner is None or self._aligner[0] is not embedder:
+                self._aligner = (embedder, Aligner(states))
+            aligner = self._aligner[1]
+        return aligner.align(cands)
 
     def _retrieve(self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,
                   query_vector: np.ndarray | None, t: dict[str, float]) -> Candidates:

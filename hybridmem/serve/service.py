@@ -111,7 +111,9 @@ class MemoryService:
     def _load_model(self, index: MemoryIndex) -> None:
         ready = self._model_ready  # this generation's, taken before a rebuild could swap another in
         try:
-            _ = index.embedder
+            embedder = index.embedder
+            if index.settings.embedding.token_alignment and hasattr(embedder, "token_states"):
+                embedder.fast_path()  # type: ignore[union-attr]  # the answer gate's token alignment runs on it
         finally:
             ready.set()
 

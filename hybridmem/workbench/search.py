@@ -69,6 +69,8 @@ def render() -> None:
     if main.answer_probability is not None:
         caption += (f" · answer gate: P(memory holds an answer) {main.answer_probability:.2f} "
                     f"{'<' if main.abstained else '≥'} {cfg.answer_threshold:g}")
+        if cands.alignment is not None:
+            caption += f" (token alignment of the top passages {cands.alignment[0]:.2f})"
     if relevant is not None:
         caption += f" · {len(dataset.qrels.get(qid, {}))} judged units, {len(relevant)} candidate chunks hold one"
     st.caption(caption)
