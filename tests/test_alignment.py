@@ -61,6 +61,15 @@ def test_token_states_are_the_words_of_the_text_normalized(e5: E5Embedder) -> No
     assert np.allclose(alone, states[0], atol=1e-5)
 
 
+def test_a_process_that_never_embedded_documents_reads_tokens_with_one_session(e5: E5Embedder) -> None:
+    fresh = E5Embedder()
+    texts = [CASES["th"][1], CASES["zh"][1], CASES["en"][0]]
+    got = fresh.token_states(texts, False, 200)
+    assert fresh._fast is None and len(fresh._reader._sessions) == 1  # the document path was not loaded for it
+    for a, b in zip(got, e5.token_states(texts, False, 200)):
+        assert a.shape == b.shape and np.abs(a - b).max() < 1e-3
+
+
 @pytest.mark.parametrize("lang", sorted(CASES))
 def test_the_answering_passage_aligns_better_than_an_unrelated_one(e5: E5Embedder, lang: str) -> None:
     question, answer, other = CASES[lang]

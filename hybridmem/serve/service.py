@@ -113,7 +113,7 @@ class MemoryService:
         try:
             embedder = index.embedder
             if index.settings.embedding.token_alignment and hasattr(embedder, "token_states"):
-                embedder.fast_path()  # type: ignore[union-attr]  # the answer gate's token alignment runs on it
+                embedder.token_states(["warm up"], True)  # type: ignore[union-attr]  # the answer gate's alignment
         finally:
             ready.set()
 
