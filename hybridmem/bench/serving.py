@@ -2,7 +2,9 @@
 
 On a copy of the demo workspace (``datasets/demo-memory/workspace``), indexed once with the served settings:
 
-* ``serving_cli_oneshot_s``: wall time of ``hybridmem search`` in a fresh process (median of 10, OS cache warm);
+* ``serving_cli_oneshot_s``: wall time of ``hybridmem search`` in a fresh process (median of 10, OS cache warm),
+  beside ``serving_cli_oneshot_noalign_s``, the same with ``[embedding] token_alignment = false`` (the answer gate's
+  token alignment loads an encoder session and reads the top passages);
 * ``serving_mcp_first_answer_s``: from spawning ``hybridmem mcp`` to the first ``memory_search`` answer over stdio
   (median of 3), beside ``serving_mcp_first_full_s``, the first answer that used the embedding model;
 * ``serving_{stdio,http}_p50_ms`` / ``_p95_ms``: warm round trips of ``memory_search`` through the SDK's client;
@@ -60,13 +62,12 @@ def run(opts: BenchOptions) -> dict[str, float]:
             (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
         subprocess.run(_cli("index", str(ws), *keyword), env=_env(), check=True, capture_output=True)
         out.update(_inproc(ws, bool(keyword), rounds))
-        walls = []
-        for i in range(reps + 1):  # the first run warms the OS cache
-            t0 = time.perf_counter()
-            subprocess.run(_cli("search", QUERIES[i % len(QUERIES)], str(ws), "--no-sync", "--json"), env=_env(),
-                           check=True, capture_output=True)
-            walls.append(time.perf_counter() - t0)
-        out["serving_cli_oneshot_s"] = statistics.median(walls[1:])
+        out["serving_cli_oneshot_s"] = _oneshot(ws, reps)
+        if not keyword:  # its peer: the same search without the answer gate's token alignment (loading its encoder)
+            plain = Path(tmp) / "plain"
+            shutil.copytree(ws, plain)
+            (plain / "hybridmem.toml").write_text("[embedding]\ntoken_alignment = false\n", encoding="utf-8")
+            out["serving_cli_oneshot_noalign_s"] = _oneshot(plain, reps)
         firsts = [asyncio.run(_first_answer(ws, keyword)) for _ in range(1 if opts.quick else 3)]
         out["serving_mcp_first_answer_s"] = statistics.median(f[0] for f in firsts)
         if not keyword:
@@ -74,6 +75,16 @@ def run(opts: BenchOptions) -> dict[str, float]:
         out.update(asyncio.run(_stdio_round_trips(ws, keyword, rounds)))
         out.update(_http_round_trips(ws, keyword, rounds))
     return out
+
+
+def _oneshot(ws: Path, reps: int) -> float:
+    walls = []
+    for i in range(reps + 1):  # the first run warms the OS cache
+        t0 = time.perf_counter()
+        subprocess.run(_cli("search", QUERIES[i % len(QUERIES)], str(ws), "--no-sync", "--json"), env=_env(),
+                       check=True, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls[1:])
 
 
 def _inproc(ws: Path, keyword_only: bool, rounds: int) -> dict[str, float]:

@@ -151,6 +151,7 @@ class E5Embedder(Embedder):
         self._fast: object | None = None
         self._fast_error = ""
         self._reader: object | None = None  # a one-session fast path for token states when documents never loaded one
+        self._reader_lock = threading.Lock()
 
     @property
     def dims(self) -> int:
@@ -223,11 +224,14 @@ class E5Embedder(Embedder):
         return fast.token_states([_clean(t) for t in texts], is_query, max_tokens)  # type: ignore[attr-defined]
 
     def _token_reader(self):  # noqa: ANN202
-        """One session over every core (loads in about a third of the document path's time on 2 cores), kept for
-        token states; None when the fast path is off or cannot load."""
-        if self.document_runtime != "onnx" or self._fast_error:
+        """One session over every core (quicker to load than the document path's session per core), kept for token
+        states; None when the fast path is off or cannot load, or while another thread is loading it (a server's
+        warm-up: a search does not wait for it, and the gate without the alignment decides that search)."""
+        if self._reader is not None or self.document_runtime != "onnx" or self._fast_error:
+            return self._reader
+        if not self._reader_lock.acquire(blocking=False):
             return None
-        with self._lock:
+        try:
             if self._reader is None and not self._fast_error:
                 try:
                     from hybridmem.embeddings.e5fast import FastE5
@@ -238,6 +242,8 @@ class E5Embedder(Embedder):
                     self._fast_error = f"fast path off: {reason}".splitlines()[0]
                     print(f"hybridmem: warning: {self._fast_error}; the answer gate reads no token alignment",
                           file=sys.stderr)
+        finally:
+            self._reader_lock.release()
         return self._reader
 
     def embed_batch(self, texts: Sequence[str], is_query: bool = False) -> np.ndarray:

@@ -112,10 +112,10 @@ class MemoryService:
         ready = self._model_ready  # this generation's, taken before a rebuild could swap another in
         try:
             embedder = index.embedder
-            if index.settings.embedding.token_alignment and hasattr(embedder, "token_states"):
-                embedder.token_states(["warm up"], True)  # type: ignore[union-attr]  # the answer gate's alignment
         finally:
             ready.set()
+        if index.settings.embedding.token_alignment and hasattr(embedder, "token_states"):
+            embedder.token_states(["warm up"], True)  # type: ignore[union-attr]  # the answer gate's alignment
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
