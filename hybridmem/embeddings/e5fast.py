@@ -207,6 +207,7 @@ class FastE5:
             self._free.put(session)
         self.tokens_embedded = 0  # tokens run through the model so far (<s> and </s> included)
         self._words: np.ndarray | None = None  # per vocabulary id: the piece holds a letter or digit
+        self._prefixes: dict[bool, int] = {}  # the prefix's token count, for queries (True) and passages
 
     def _inputs(self, windows: list[list[int]]) -> dict[str, np.ndarray]:
         width = max(len(w) for w in windows)
@@ -229,10 +230,13 @@ class FastE5:
 
     def _prefix(self, is_query: bool) -> int:
         """How many leading tokens the ``query: `` / ``passage: `` prefix takes (the ids every text starts with)."""
-        a, b = self.tokenizer.encode(["a", "b"], is_query)
-        n = 0
-        while n < min(len(a), len(b)) and a[n] == b[n]:
-            n += 1
+        n = self._prefixes.get(is_query)
+        if n is None:
+            a, b = self.tokenizer.encode(["a", "b"], is_query)
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            self._prefixes[is_query] = n
         return n
 
     def _word_pieces(self) -> np.ndarray:

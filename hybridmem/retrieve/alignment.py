@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -108,8 +109,6 @@ class Aligner:
     def align(self, c: Candidates) -> Candidates:
         """``c`` with ``alignment`` set from its top passages (unchanged when token states are unavailable or the
         vector leg did not run)."""
-        from dataclasses import replace
-
         if not c.vector_searched or not c.query.strip():
             return c
         got = self.scores(c.query, [c.chunks[i].text for i in top_passages(c)])
