@@ -153,9 +153,10 @@ class Candidates:
     # hold it (0 and () when the keyword leg did not run: the gate then weighs every term alike).
     doc_count: int = 0
     term_docs: tuple[int, ...] = ()
-    # The query's token alignment with its top passages, (mean, lower quartile) (hybridmem.retrieve.alignment), for
-    # the answer gate; None when the embedder gives no token states.
-    alignment: tuple[float, float] | None = None
+    # The query's token alignment with its top passages, (mean, lower quartile, surprisal-weighted mean, weighted
+    # share of exact pieces) (hybridmem.retrieve.alignment), for the answer gate; None when the embedder gives no
+    # token states.
+    alignment: tuple[float, float, float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import pytest
 
 from hybridmem.config import DEFAULT_RANKING, Settings
 from hybridmem.config.calibration import GATE_MODELS, gate_model
+from hybridmem.embeddings.base import TokenStates
 from hybridmem.embeddings.e5 import E5Embedder
 from hybridmem.eval.abstention import confine
 from hybridmem.index import MemoryIndex
@@ -49,16 +50,28 @@ def e5() -> E5Embedder:
 def test_token_states_are_the_words_of_the_text_normalized(e5: E5Embedder) -> None:
     fast = e5.fast_path()
     states = e5.token_states(["Retry the payment!", "", "?!", "payment " * 300], False, 128)
-    assert [s.shape[1] for s in states] == [384] * 4
+    assert [s.vectors.shape[1] for s in states] == [384] * 4
     words = fast._word_pieces()  # the prefix and punctuation are not read
     ids = fast.tokenizer.encode(["Retry the payment!"], False)[0][fast._prefix(False):]
-    assert len(states[0]) == sum(words[i] for i in ids) and len(states[0]) < len(ids)
-    assert len(states[1]) == len(states[2]) == 0
-    assert len(states[3]) == 128  # cut to max_tokens
-    assert np.allclose(np.linalg.norm(states[0], axis=1), 1.0, atol=1e-5)
+    assert states[0].ids.tolist() == [i for i in ids if words[i]] and len(states[0].ids) < len(ids)
+    assert len(states[0].vectors) == len(states[0].weights) == len(states[0].ids)
+    assert len(states[1].vectors) == len(states[2].vectors) == len(states[2].ids) == 0
+    assert len(states[3].vectors) == 128  # cut to max_tokens
+    assert np.allclose(np.linalg.norm(states[0].vectors, axis=1), 1.0, atol=1e-5)
     # a text's states do not depend on the batch it runs in (one text a call, no padding)
     alone = e5.token_states(["Retry the payment!"], False, 128)[0]
-    assert np.allclose(alone, states[0], atol=1e-5)
+    assert np.allclose(alone.vectors, states[0].vectors, atol=1e-5)
+
+
+def test_common_pieces_weigh_least(e5: E5Embedder) -> None:
+    """Each token's weight is its piece's surprisal in the tokenizer's unigram model, in every script."""
+    for text, common, rare in (("the payment retry backoff", "▁the", "▁payment"),
+                               ("thanh toán của khách", "▁của", "▁thanh"), ("支付 的 重试", "的", "支付")):
+        s = e5.token_states([text], False, 64)[0]
+        pieces = [e5.fast_path().weights.vocab.pieces[i] for i in s.ids]
+        assert common in pieces and rare in pieces, pieces
+        assert s.weights[pieces.index(common)] < s.weights[pieces.index(rare)]
+        assert (s.weights >= 0.5).all()
 
 
 def test_a_process_that_never_embedded_documents_reads_tokens_with_one_session(e5: E5Embedder) -> None:
@@ -67,7 +80,8 @@ def test_a_process_that_never_embedded_documents_reads_tokens_with_one_session(e
     got = fresh.token_states(texts, False, 200)
     assert fresh._fast is None and len(fresh._reader._sessions) == 1  # the document path was not loaded for it
     for a, b in zip(got, e5.token_states(texts, False, 200)):
-        assert a.shape == b.shape and np.abs(a - b).max() < 1e-3
+        assert a.vectors.shape == b.vectors.shape and np.abs(a.vectors - b.vectors).max() < 1e-3
+        assert (a.ids == b.ids).all() and (a.weights == b.weights).all()
 
 
 @pytest.mark.parametrize("lang", sorted(CASES))
@@ -75,7 +89,7 @@ def test_the_answering_passage_aligns_better_than_an_unrelated_one(e5: E5Embedde
     question, answer, other = CASES[lang]
     aligner = Aligner(e5.token_states)
     good, bad = aligner.scores(question, [answer]), aligner.scores(question, [other])
-    assert good[0] > bad[0] + 0.05 and good[1] > bad[1]
+    assert good[0] > bad[0] + 0.05 and good[1] > bad[1] and good[2] > bad[2] + 0.05 and good[3] > bad[3]
     assert aligner.scores(question, [other, answer]) == good  # the best passage of the lot
 
 
@@ -84,7 +98,7 @@ def test_aligner_reads_each_passage_once() -> None:
 
     def states(texts, is_query, max_tokens):  # noqa: ANN001, ANN202 - a counting stand-in for the encoder
         calls.append((tuple(texts), is_query))
-        return [np.eye(4, dtype=np.float32)[: 1 + len(t) % 3] for t in texts]
+        return [_states(list(range(1 + len(t) % 3))) for t in texts]
 
     aligner = Aligner(states, cache=2)
     first = aligner.scores("q", ["a", "bb", "a"])
@@ -96,11 +110,24 @@ def test_aligner_reads_each_passage_once() -> None:
     assert Aligner(lambda *a: None).scores("q", ["a"]) is None
 
 
-def test_align_scores_mean_and_lower_quartile() -> None:
-    q = np.eye(4, dtype=np.float32)
-    half = np.eye(4, dtype=np.float32)[:2]
-    assert align_scores(q, [half]) == (0.5, 0.0)
-    assert align_scores(q, []) == (0.0, 0.0) and align_scores(q[:0], [half]) == (0.0, 0.0)
+def _states(ids: list[int], weights: list[float] | None = None) -> TokenStates:
+    """Token ``i``'s vector is the ``i``-th unit vector: a token matches itself only."""
+    return TokenStates(np.eye(4, dtype=np.float32)[ids], np.array(ids, dtype=np.int32),
+                       np.array(weights or [1.0] * len(ids), dtype=np.float32))
+
+
+def test_align_scores_mean_lower_quartile_and_the_weighted_pair() -> None:
+    q = _states([0, 1, 2, 3], [1.0, 1.0, 1.0, 5.0])  # the last token rare
+    common, rare = _states([0, 1]), _states([3])
+    assert align_scores(q, [common]) == (0.5, 0.0, 0.25, 0.25)
+    # the plain mean picks the passage with the common half, the weighted one the passage with the rare token
+    assert align_scores(q, [common, rare]) == (0.5, 0.0, 0.625, 0.625)
+    # a passage token close to (not the same as) the query's counts in the mean, not in the exact share
+    near = TokenStates(np.array([[0.0, 0.0, 0.6, 0.8]], dtype=np.float32), np.array([9], dtype=np.int32),
+                       np.ones(1, dtype=np.float32))
+    mean, _, weighted, exact = align_scores(q, [near])
+    assert mean == pytest.approx(0.35) and weighted == pytest.approx((0.6 + 0.8 * 5) / 8) and exact == 0.0
+    assert align_scores(q, []) == (0.0,) * 4 and align_scores(_states([]), [common]) == (0.0,) * 4
 
 
 @pytest.fixture(scope="module")

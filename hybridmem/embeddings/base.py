@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -24,6 +24,15 @@ def sanitize(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (mat / norms).astype(np.float32, copy=False)
+
+
+class TokenStates(NamedTuple):
+    """One text's content tokens as the encoder's last layer reads them (``token_states`` of an embedder that has
+    one: :meth:`hybridmem.embeddings.e5fast.FastE5.token_states`)."""
+
+    vectors: np.ndarray  # (tokens, dims), each row L2-normalized
+    ids: np.ndarray  # (tokens,) int32: the vocabulary's piece ids
+    weights: np.ndarray  # (tokens,) float32: each piece's surprisal, -log p in the tokenizer's unigram model (>= 0.5)
 
 
 class Embedder(ABC):

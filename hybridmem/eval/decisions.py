@@ -63,9 +63,12 @@ GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_cov
 # -> 20.2%), so it keeps the five features of #22.
 GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share")}
 # The gate of a model whose candidates carry the token alignment (retrieve/alignment.py: e5's fast path), both legs:
-# chosen on train (docs/ranking.md): the keyword leg's top and plain coverage left out, which cost Thai and Vietnamese.
+# chosen on train (docs/ranking.md): the keyword leg's top and plain coverage left out, which cost Thai and Vietnamese;
+# then (sixth round) the alignment weighted by surprisal and its share of the question's own pieces, and the query's
+# length in terms: a question cut into many short units (Thai, Chinese, Vietnamese) aligns better with any passage.
 ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
-                                                   "align_mean", "align_q25")}
+                                                   "align_mean", "align_q25", "align_weighted", "align_exact",
+                                                   "log_terms")}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone

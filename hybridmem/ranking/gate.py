@@ -23,7 +23,9 @@ query's top candidates of both legs:
 - ``align_mean`` and ``align_q25``: the query's token alignment with the best of its top passages, read by the
   encoder token by token (:mod:`hybridmem.retrieve.alignment`; ``Candidates.alignment``, 0 without one): the mean
   and the lower quartile over the query's tokens of each one's best cosine with a token of the passage. Unlike the
-  others it reads the text, so it tells a passage about the thing asked from one that only shares its words or topic.
+  others it reads the text, so it tells a passage about the thing asked from one that only shares its words or topic;
+- ``align_weighted`` and ``align_exact``: the same mean with each query token weighted by its surprisal (a common
+  piece weighs least), and the weighted share of query tokens whose best match is the same piece.
 
 A logistic model over them (:class:`~hybridmem.config.calibration.Calibration`, fitted on the train splits of the
 answerable sets against the no-answer sets; numbers in :mod:`hybridmem.config.calibration`) gives the probability that
@@ -50,13 +52,13 @@ __all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "l
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
 GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
-                 "log_terms", "idf_coverage_top", "align_mean", "align_q25")
+                 "log_terms", "idf_coverage_top", "align_mean", "align_q25", "align_weighted", "align_exact")
 
 
 def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
                    keyword_ids: Sequence[int], keyword_probs: Sequence[float], coverages: Sequence[float],
                    n_terms: int, found_terms: int = 0, idf_coverages: Sequence[float] | None = None,
-                   alignment: tuple[float, float] | None = None) -> dict[str, float]:
+                   alignment: tuple[float, float, float, float] | None = None) -> dict[str, float]:
     """Every feature of :data:`GATE_FEATURES` for one query (see the module doc). Each leg's sequences are in rank
     order; an empty leg gives its features 0; ``coverages[i]`` is the share of the query's distinct terms that keyword
     hit ``i``'s chunk holds; ``found_terms`` how many of the query's ``n_terms`` distinct terms some pooled chunk
@@ -82,6 +84,8 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
         "idf_coverage_top": max((coverages if idf_coverages is None else idf_coverages)[:AGREE_DEPTH], default=0.0),
         "align_mean": alignment[0] if alignment else 0.0,
         "align_q25": alignment[1] if alignment else 0.0,
+        "align_weighted": alignment[2] if alignment else 0.0,
+        "align_exact": alignment[3] if alignment else 0.0,
     }
 
 

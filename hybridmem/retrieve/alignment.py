@@ -3,11 +3,17 @@
 The answer gate's other signals read scores (a cosine, a BM25, how many query terms a chunk holds). They cannot tell
 a passage about the thing asked from one about a neighbouring thing that shares its words or its topic; in a
 language whose text shares many short tokens (Thai, Vietnamese) a question finds keyword matches in any article.
-This reads the text: the encoder's last layer gives one vector per token of the query and of each top passage; each
-query token's best cosine with any token of the passage says whether the passage holds that token's meaning in
-context (the late interaction of ColBERT, with the embedding model's own states and no training of it). Per
-passage, the mean of those best cosines (how much of the question the passage says) and their lower quartile (what
-it leaves unsaid); the passage with the highest mean is the query's alignment.
+This reads the text:
+the encoder's last layer gives one vector per token of the query and of each top passage; each query token's best
+cosine with any token of the passage says whether the passage holds that token's meaning in context (the late
+interaction of ColBERT, with the embedding model's own states and no training of it). Per passage:
+
+- the mean of those best cosines (how much of the question the passage says) and their lower quartile (what it
+  leaves unsaid); the passage with the highest mean gives the query's ``mean`` and ``q25``;
+- the same mean with each query token weighted by its surprisal (``-log p`` of its piece in the tokenizer's unigram
+  model, fitted on the model's multilingual training text: "▁the", "的", "của" weigh least, a name most), and the
+  weighted share of query tokens whose best match is the same piece (the passage says the question's own rare
+  words); the passage with the highest weighted mean gives the query's ``weighted`` and ``exact``.
 
 Read over :data:`DEPTH` passages from the top of each leg (the same ones whichever ranking config runs), each cut to
 its first :data:`MAX_TOKENS` tokens, the query to :data:`QUERY_TOKENS`. Only an embedder with
@@ -16,11 +22,13 @@ the gate without it decides. Chosen on train splits, measured on test ones (``do
 
 Example:
     >>> import numpy as np
-    >>> q = np.eye(3, dtype=np.float32)[:2]                        # two query tokens
-    >>> align_scores(q, [np.eye(3, dtype=np.float32)[[0, 2]], np.eye(3, dtype=np.float32)])
-    (1.0, 1.0)
-    >>> align_scores(q, [np.eye(3, dtype=np.float32)[[0, 2]]])      # holds one of the two
-    (0.5, 0.25)
+    >>> def text(ids, weights):                                  # token i's vector: the i-th unit vector
+    ...     return TokenStates(np.eye(4, dtype=np.float32)[ids], np.array(ids), np.array(weights, np.float32))
+    >>> q = text([0, 1], [1.0, 3.0])                             # a common token and a rare one
+    >>> align_scores(q, [text([0, 2], [1, 1]), text([0, 1, 2], [1, 1, 1])])
+    (1.0, 1.0, 1.0, 1.0)
+    >>> align_scores(q, [text([0, 2], [1, 1])])                    # holds the common one only
+    (0.5, 0.25, 0.25, 0.25)
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from hybridmem.embeddings.base import TokenStates
 from hybridmem.records import Candidates
 
 __all__ = ["DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores", "top_passages"]
@@ -42,7 +51,7 @@ MAX_TOKENS = 200  # a passage's first tokens read
 QUERY_TOKENS = 64
 CACHE_PASSAGES = 512  # passages' token states kept (float16, up to ~150 KB each)
 
-TokenStates = Callable[[Sequence[str], bool, int], "list[np.ndarray] | None"]
+ReadTokens = Callable[[Sequence[str], bool, int], "list[TokenStates] | None"]
 
 
 def top_passages(c: Candidates, depth: int = DEPTH) -> list[int]:
@@ -51,34 +60,43 @@ def top_passages(c: Candidates, depth: int = DEPTH) -> list[int]:
     return list(dict.fromkeys(i for i in ids if i in c.chunks))
 
 
-def align_scores(query: np.ndarray, passages: Sequence[np.ndarray]) -> tuple[float, float]:
-    """``(mean, lower quartile)`` over the query's tokens of each one's best cosine with a token of the passage whose
-    mean is highest; ``(0.0, 0.0)`` when the query or every passage has no token. Rows are L2-normalized."""
-    best: tuple[float, float] = (0.0, 0.0)
-    if not len(query):
-        return best
+def align_scores(query: TokenStates, passages: Sequence[TokenStates]) -> tuple[float, float, float, float]:
+    """``(mean, q25, weighted, exact)`` (see the module doc) over the query's tokens of each one's best cosine with a
+    token of a passage: ``mean`` and ``q25`` from the passage whose mean is highest, ``weighted`` and ``exact`` from
+    the one whose surprisal-weighted mean is; zeros when the query or every passage has no token."""
+    plain: tuple[float, float] = (0.0, 0.0)
+    weighted: tuple[float, float] = (0.0, 0.0)
+    if not len(query.vectors):
+        return (*plain, *weighted)
+    w = query.weights.astype(np.float64)
+    w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
     for p in passages:
-        if not len(p):
+        if not len(p.vectors):
             continue
-        m = (query @ p.T.astype(np.float32)).max(axis=1)
+        sim = query.vectors @ p.vectors.T.astype(np.float32)
+        j = sim.argmax(axis=1)
+        m = sim[np.arange(len(j)), j]
         mean = float(m.mean())
-        if mean > best[0]:
-            best = (mean, float(np.quantile(m, 0.25)))
-    return best
+        if mean > plain[0]:
+            plain = (mean, float(np.quantile(m, 0.25)))
+        wmean = float(m @ w)
+        if wmean > weighted[0]:
+            weighted = (wmean, float(w @ (p.ids[j] == query.ids)))
+    return (*plain, *weighted)
 
 
 class Aligner:
     """Computes ``Candidates.alignment`` with ``token_states`` (an embedder's), remembering recent passages' states
     (a memory's top passages recur across queries) up to :data:`CACHE_PASSAGES`."""
 
-    def __init__(self, token_states: TokenStates, cache: int = CACHE_PASSAGES) -> None:
+    def __init__(self, token_states: ReadTokens, cache: int = CACHE_PASSAGES) -> None:
         self._states = token_states
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[str, TokenStates] = OrderedDict()
         self._size = cache
         self._lock = threading.Lock()
         self.passages_read = 0  # passages run through the encoder (cache misses)
 
-    def _passages(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+    def _passages(self, texts: Sequence[str]) -> list[TokenStates] | None:
         keys = [hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() for t in texts]
         with self._lock:
             have = {k: self._cache[k] for k in keys if k in self._cache}
@@ -93,12 +111,12 @@ class Aligner:
             self.passages_read += len(missing)
             with self._lock:
                 for k, s in zip(missing, got):
-                    have[k] = self._cache[k] = s.astype(np.float16)
+                    have[k] = self._cache[k] = s._replace(vectors=s.vectors.astype(np.float16))
                 while len(self._cache) > self._size:
                     self._cache.popitem(last=False)
         return [have[k] for k in keys]
 
-    def scores(self, query: str, texts: Sequence[str]) -> tuple[float, float] | None:
+    def scores(self, query: str, texts: Sequence[str]) -> tuple[float, float, float, float] | None:
         """:func:`align_scores` of ``query`` over ``texts``; None when the embedder cannot give token states."""
         q = self._states([query], True, QUERY_TOKENS)
         if q is None:
