@@ -102,6 +102,7 @@ def test_aligner_reads_each_passage_once() -> None:
 
     aligner = Aligner(states, cache=2)
     first = aligner.scores("q", ["a", "bb", "a"])
+    assert first == (1.0, 1.0, 1.0, 1.0)  # the query's two tokens, both in "bb"
     assert aligner.passages_read == 2 and calls[-1] == (("a", "bb"), False)
     assert aligner.scores("q", ["bb", "a"]) == first and aligner.passages_read == 2
     aligner.scores("q", ["ccc"])  # evicts the least recently used ("bb")
@@ -128,6 +129,8 @@ def test_align_scores_mean_lower_quartile_and_the_weighted_pair() -> None:
     mean, _, weighted, exact = align_scores(q, [near])
     assert mean == pytest.approx(0.35) and weighted == pytest.approx((0.6 + 0.8 * 5) / 8) and exact == 0.0
     assert align_scores(q, []) == (0.0,) * 4 and align_scores(_states([]), [common]) == (0.0,) * 4
+    # weights that sum to 0 (an embedder without surprisal) count every token alike
+    assert align_scores(_states([0, 3], [0.0, 0.0]), [common]) == (0.5, 0.25, 0.5, 0.5)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +154,7 @@ def test_search_reads_the_alignment_and_its_gate(e5: E5Embedder, workspace: Path
     idx = _open(workspace, tmp_path)
     try:
         c = idx.retrieve(CASES["vi"][0], DEFAULT_RANKING.pool)
-        assert c.alignment is not None and all(0.0 < a <= 1.0 for a in c.alignment)
+        assert c.alignment is not None and all(0.0 <= a <= 1.0 for a in c.alignment) and c.alignment[0] > 0.5
         assert top_passages(c) and len(top_passages(c)) <= 6
         aligned = gate_model(E5, aligned=True)
         assert aligned is GATE_MODELS[f"{E5}|aligned"] and "align_mean" in aligned.features

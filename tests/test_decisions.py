@@ -155,7 +155,7 @@ def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     assert GATE_MODELS["multilingual-e5-small"].features == GATE_USED
     for model, features in ALIGNED_USED_BY_MODEL.items():  # the gate read when the candidates carry the alignment
         assert GATE_MODELS[f"{model}|aligned"].features == features
-        assert {"align_mean", "align_q25"} <= set(features)
+        assert {"align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"} <= set(features)
     assert "all-MiniLM-L6-v2|aligned" not in GATE_MODELS
     assert "idf_coverage_top" in GATE_USED
     assert GATE_MODELS["all-MiniLM-L6-v2"].features == GATE_USED_BY_MODEL["all-MiniLM-L6-v2"]

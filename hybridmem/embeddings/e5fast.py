@@ -72,7 +72,7 @@ def _import_runtime():  # noqa: ANN202
     return onnxruntime
 
 
-MIN_SURPRISAL = 0.5  # a piece's weight floor (the commonest pieces, "▁the", have about 3)
+MIN_SURPRISAL = 0.5  # a piece's weight floor: only the special tokens reach it ("▁the" weighs 7.3, the median 13.6)
 
 
 class E5Tokenizer:
