@@ -46,9 +46,9 @@ from hybridmem.ranking.gate import GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
-__all__ = ["ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL", "MAX_FALSE_ABSTENTION", "PAIRS",
-           "DecisionRows", "Decisions", "choose_threshold", "collect", "fit_decisions", "fit_gate", "fit_order",
-           "fit_rows"]
+__all__ = ["ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
+           "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions", "choose_threshold", "collect", "fit_decisions",
+           "fit_gate", "fit_order", "fit_rows"]
 
 DEPTH = 10
 PAIRS = 100

@@ -47,12 +47,13 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Calibration
 from hybridmem.ranking.calibrate import sigmoid
 
-__all__ = ["AGREE_DEPTH", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
+__all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
+ALIGN_FEATURES = ("align_mean", "align_q25", "align_weighted", "align_exact")  # Candidates.alignment, in its order
 GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
-                 "log_terms", "idf_coverage_top", "align_mean", "align_q25", "align_weighted", "align_exact")
+                 "log_terms", "idf_coverage_top", *ALIGN_FEATURES)
 
 
 def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
@@ -82,10 +83,7 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
         "term_share": found_terms / n_terms if n_terms > 0 else 0.0,
         "log_terms": math.log(n_terms) if n_terms > 0 else 0.0,
         "idf_coverage_top": max((coverages if idf_coverages is None else idf_coverages)[:AGREE_DEPTH], default=0.0),
-        "align_mean": alignment[0] if alignment else 0.0,
-        "align_q25": alignment[1] if alignment else 0.0,
-        "align_weighted": alignment[2] if alignment else 0.0,
-        "align_exact": alignment[3] if alignment else 0.0,
+        **dict(zip(ALIGN_FEATURES, alignment or (0.0,) * len(ALIGN_FEATURES))),
     }
 
 
