@@ -131,10 +131,11 @@ class MemoryIndex:
         ``align``: with the answer gate's token alignment (:meth:`align`)."""
         return self.retriever.retrieve(query, pool, keyword, vector, scope, with_vectors, query_vector, timings, align)
 
-    def align(self, candidates: Candidates) -> Candidates:
+    def align(self, candidates: Candidates, always: bool = False) -> Candidates:
         """``candidates`` with the answer gate's token alignment (:mod:`hybridmem.retrieve.alignment`), when the
-        embedder gives one."""
-        return self.retriever.align(candidates)
+        embedder gives token states or its model's gate reads the alignment (or ``always``); see
+        :meth:`~hybridmem.retrieve.retriever.Retriever.align`."""
+        return self.retriever.align(candidates, always)
 
     def search(self, query: str, config: RankConfig | None = None, source: str | None = None,
                path_prefix: str | None = None, session: str | None = None, now: float | None = None,

@@ -18,6 +18,7 @@ from hybridmem.ranking import rank
 from hybridmem.retrieve.alignment import Aligner, align_scores, top_passages
 
 E5 = "multilingual-e5-small"
+MINILM = "all-MiniLM-L6-v2"
 
 # A question and, per language, a passage that answers it and one on an unrelated subject.
 CASES = {
@@ -180,7 +181,45 @@ def test_alignment_off_by_setting_or_without_the_fast_path(e5: E5Embedder, works
             idx.close()
 
 
+def test_minilm_reads_the_bundled_e5s_alignment_and_its_own_aligned_gate(e5: E5Embedder, demo_index) -> None:
+    """MiniLM gives no token states; its aligned gate reads e5's (the alignment reads what a passage says in any
+    language, whichever model ordered the candidates)."""
+    from hybridmem.embeddings.e5 import shared_token_reader
+
+    demo_index.retriever.warm_alignment()  # what a server's warm-up loads: the bundled e5's one-session reader
+    reader = shared_token_reader()
+    assert reader is not None and reader.__self__._reader is not None  # noqa: SLF001
+    c = demo_index.retrieve("what maintenance has been done on the motorbike?", DEFAULT_RANKING.pool)
+    assert c.vector_model == MINILM and not hasattr(demo_index.embedder, "token_states")
+    assert c.alignment is not None and c.alignment[0] > 0.5
+    r = rank(c, DEFAULT_RANKING)
+    assert r.hits and r.answer_probability is not None and r.answer_probability > 0.5
+    off = rank(demo_index.retrieve("how do I repot an orchid", DEFAULT_RANKING.pool), DEFAULT_RANKING)
+    assert off.abstained and off.answer_probability < r.answer_probability
+    # the gate without the alignment decides the same candidates otherwise
+    plain = rank(confine(c, frozenset(ch.path for ch in c.chunks.values()), c.pool), DEFAULT_RANKING)
+    assert plain.answer_probability != r.answer_probability
+
+
+def test_a_model_without_an_aligned_gate_reads_no_alignment(tmp_path: Path, workspace: Path) -> None:
+    """An embedder with neither token states nor an aligned gate (here the hash embedder) costs no e5 read; the rows
+    that would fit such a gate (``always``) still get one."""
+    from hybridmem.embeddings.fake import HashEmbedder
+
+    idx = MemoryIndex(workspace, index_path=tmp_path / "index.sqlite", embedder=HashEmbedder(dims=32))
+    try:
+        idx.sync()
+        c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
+        assert c.vector_searched and c.alignment is None
+        forced = idx.align(c, always=True)
+        assert forced.alignment is not None and forced.alignment[0] > 0.5
+    finally:
+        idx.close()
+
+
 def test_minilm_and_unknown_models_keep_their_own_gate() -> None:
-    assert gate_model("all-MiniLM-L6-v2", aligned=True) is GATE_MODELS["all-MiniLM-L6-v2"]
+    assert gate_model(MINILM, aligned=True) is GATE_MODELS[f"{MINILM}|aligned"]
+    assert gate_model(MINILM, aligned=False) is GATE_MODELS[MINILM]
+    assert gate_model("no-such-model", aligned=True) is GATE_MODELS[E5]
     assert gate_model(E5, aligned=False) is GATE_MODELS[E5]
     assert gate_model(E5, {"keyword"}, aligned=True) is GATE_MODELS["keyword"]

@@ -147,8 +147,8 @@ def test_idf_coverage_weighs_a_rare_term_above_common_ones() -> None:
 
 def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     """What `hybridmem eval calibrate --decisions --write` would fit is what ships: e5's gate with the IDF-weighted
-    coverage, MiniLM's and the keyword leg's without it, e5's aligned gate with the token alignment (train chose so;
-    docs/ranking.md)."""
+    coverage, MiniLM's and the keyword leg's without it, each model's aligned gate with the token alignment (train
+    chose so; docs/ranking.md)."""
     from hybridmem.eval.decisions import (ALIGNED_USED_BY_MODEL, GATE_USED, GATE_USED_BY_MODEL, KEYWORD_USED,
                                           VECTOR_USED)
 
@@ -156,7 +156,8 @@ def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     for model, features in ALIGNED_USED_BY_MODEL.items():  # the gate read when the candidates carry the alignment
         assert GATE_MODELS[f"{model}|aligned"].features == features
         assert {"align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"} <= set(features)
-    assert "all-MiniLM-L6-v2|aligned" not in GATE_MODELS
+    # MiniLM gives no token states; its aligned gate reads the bundled e5's
+    assert set(ALIGNED_USED_BY_MODEL) == {"multilingual-e5-small", "all-MiniLM-L6-v2"}
     assert "idf_coverage_top" in GATE_USED
     assert GATE_MODELS["all-MiniLM-L6-v2"].features == GATE_USED_BY_MODEL["all-MiniLM-L6-v2"]
     assert GATE_MODELS["keyword"].features == KEYWORD_USED
@@ -198,10 +199,24 @@ def test_choose_threshold_keeps_every_set_within_its_false_abstention() -> None:
     assert 0.2 < t <= 0.31  # set "a" binds (two of 100 under 0.2); "tiny" may lose its one query
 
 
+def test_false_point_is_the_exact_point_the_threshold_rounds_down() -> None:
+    from hybridmem.eval.decisions import choose_threshold, false_point
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        probs = {s: list(rng.beta(2.0, 1.0 + s, 50 + 37 * s) * 0.3) for s in range(3)}
+        exact, grid = false_point(probs), choose_threshold(probs)
+        ok = lambda t: all(np.sum(np.asarray(p) < t) <= max(0.02 * len(p), 1) for p in probs.values())  # noqa: E731
+        assert ok(exact) and not ok(exact + 1e-9)
+        assert grid <= exact < grid + 0.005 + 1e-9
+    assert false_point({"two": [0.5, 0.6]}) == 0.6  # one query may be lost: abstain below the second
+    assert false_point({"one": [0.5]}) == 1.0 and false_point({}) == 0.0  # losing its only query is within bounds
+
+
 def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> None:
     """A model whose rows carry the token alignment gets ``<model>|aligned``, which learns it and crosses the shared
     threshold where its own 2% false-abstention point lies; rows without it (MiniLM) get none."""
-    from hybridmem.eval.decisions import DecisionRows, _answerable, choose_threshold, fit_rows
+    from hybridmem.eval.decisions import DecisionRows, _answerable, false_point, fit_rows
 
     rng = np.random.default_rng(3)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
@@ -222,8 +237,8 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
     assert "all-MiniLM-L6-v2|aligned" not in d.gates
     coef = dict(zip(gate.features, gate.coef))
     assert coef["align_mean"] > 5 * abs(coef["vector_gap"])
-    own = choose_threshold(_answerable({"m": e5}, {"m": gate}, "both"))
-    assert own == pytest.approx(d.threshold)
+    own = false_point(_answerable({"m": e5}, {"m": gate}, "both"))
+    assert own == pytest.approx(d.threshold, abs=1e-3)  # exactly, up to the intercept's four decimals
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:

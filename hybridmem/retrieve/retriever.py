@@ -22,10 +22,11 @@ import numpy as np
 
 from hybridmem.background import SecondCallBuild
 from hybridmem.config import MAX_QUERY_CHARS, Settings
+from hybridmem.config.calibration import has_aligned_gate
 from hybridmem.embeddings import Embedder, LazyEmbedder, sanitize
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.records import Candidates, LegHit
-from hybridmem.retrieve.alignment import Aligner
+from hybridmem.retrieve.alignment import Aligner, ReadTokens
 from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import (
@@ -77,7 +78,7 @@ class Retriever:
         self._matrix_gen: str | None = None
         self._keywords: tuple[str, KeywordIndex] | None = None  # (generation, in-memory FTS5 postings)
         self._keywords_build: tuple[str, SecondCallBuild] | None = None
-        self._aligner: tuple[object, Aligner] | None = None  # (the embedder it reads, the aligner)
+        self._aligner: tuple[object, Aligner] | None = None  # (the embedder whose token states it reads, the aligner)
 
     def drop_caches(self) -> None:
         """Forget the in-memory copies (after a sync or reindex changed the index)."""
@@ -257,20 +258,40 @@ class Retriever:
                 t["align"] = (time.perf_counter() - t0) * 1000
         return cands
 
-    def align(self, cands: Candidates) -> Candidates:
-        """``cands`` with ``alignment`` (:mod:`hybridmem.retrieve.alignment`) when the vector leg ran, the embedder
-        gives token states and ``embedding.token_alignment`` is on; else unchanged."""
+    def align(self, cands: Candidates, always: bool = False) -> Candidates:
+        """``cands`` with ``alignment`` (:mod:`hybridmem.retrieve.alignment`) when the vector leg ran,
+        ``embedding.token_alignment`` is on and :meth:`_token_reader` gives token states; else unchanged."""
         if not self.settings.embedding.token_alignment or not cands.vector_searched:
             return cands
-        embedder = self.embedder.get()
-        states = getattr(embedder, "token_states", None)
+        owner, states = self._token_reader(cands.vector_model, always)
         if states is None:
             return cands
         with self._lock:
-            if self._aligner is None or self._aligner[0] is not embedder:
-                self._aligner = (embedder, Aligner(states))
+            if self._aligner is None or self._aligner[0] is not owner:
+                self._aligner = (owner, Aligner(states))
             aligner = self._aligner[1]
         return aligner.align(cands)
+
+    def warm_alignment(self) -> None:
+        """Load what a search's token alignment reads (a server's warm-up, so the first searches need not go without
+        it), when ``embedding.token_alignment`` is on."""
+        if self.settings.embedding.token_alignment and self.embedder.get() is not None:
+            _, states = self._token_reader(self._identity()[1], False)
+            if states is not None:
+                states(["warm up"], True, 8)
+
+    def _token_reader(self, model: str, always: bool) -> tuple[object, ReadTokens | None]:
+        """``(owner, token_states)``: the embedder's own when it gives them; else the bundled e5's
+        (:func:`~hybridmem.embeddings.e5.shared_token_reader`) when ``model`` (the vector leg's) has a gate that reads
+        the alignment, or ``always`` (collecting the rows that fit one); else ``(None, None)``."""
+        owner = self.embedder.get()
+        states = getattr(owner, "token_states", None)
+        if states is None and (always or has_aligned_gate(model)):
+            from hybridmem.embeddings.e5 import shared_token_reader
+
+            states = shared_token_reader()
+            owner = getattr(states, "__self__", None)
+        return (owner, states) if states is not None else (None, None)
 
     def _retrieve(self, query: str, pool: int, keyword: bool, vector: bool, scope: Scope, with_vectors: bool,
                   query_vector: np.ndarray | None, t: dict[str, float]) -> Candidates:

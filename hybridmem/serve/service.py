@@ -114,8 +114,8 @@ class MemoryService:
             embedder = index.embedder
         finally:
             ready.set()
-        if index.settings.embedding.token_alignment and hasattr(embedder, "token_states"):
-            embedder.token_states(["warm up"], True)  # type: ignore[union-attr]  # the answer gate's alignment
+        if embedder is not None:
+            index.retriever.warm_alignment()  # the answer gate's token alignment
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
