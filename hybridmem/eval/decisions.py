@@ -46,7 +46,7 @@ from hybridmem.ranking.gate import GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
-__all__ = ["ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
+__all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point",
            "fit_decisions", "fit_gate", "fit_order", "fit_rows"]
 
@@ -62,16 +62,15 @@ GATE_USED = ("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_cov
 # Per model where train chose otherwise: MiniLM's gate lost abstention with the IDF-weighted coverage (train mean 21.0
 # -> 20.2%), so it keeps the five features of #22.
 GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share")}
-# The gate of a model whose candidates carry the token alignment (retrieve/alignment.py: e5's fast path), both legs:
-# chosen on train (docs/ranking.md): the keyword leg's top and plain coverage left out, which cost Thai and Vietnamese;
-# then (sixth round) the alignment weighted by surprisal and its share of the question's own pieces, and the query's
-# length in terms: a question cut into many short units (Thai, Chinese, Vietnamese) aligns better with any passage.
-ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
-                                                   "align_mean", "align_q25", "align_weighted", "align_exact",
-                                                   "log_terms"),
-                         "all-MiniLM-L6-v2": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
-                                              "align_mean", "align_q25", "align_weighted", "align_exact",
-                                              "log_terms")}
+# The gate of a model whose candidates carry the token alignment (retrieve/alignment.py: e5's token states, the bundled
+# e5's for MiniLM, which gives none), both legs: chosen on train (docs/ranking.md): the keyword leg's top and plain
+# coverage left out, which cost Thai and Vietnamese; then (sixth round) the alignment weighted by surprisal and its
+# share of the question's own pieces, and the query's length in terms: a question cut into many short units (Thai,
+# Chinese, Vietnamese) aligns better with any passage. MiniLM's (seventh round) takes the same features: the variants
+# tried gained under a point in the mean and lost in the worst set.
+ALIGNED_USED = ("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25",
+                "align_weighted", "align_exact", "log_terms")
+ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ALIGNED_USED, "all-MiniLM-L6-v2": ALIGNED_USED}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
