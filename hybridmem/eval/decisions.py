@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
@@ -215,21 +216,28 @@ def choose_threshold(answerable: Mapping[str, Sequence[float]], max_false: float
 
 
 def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MAX_FALSE_ABSTENTION) -> float:
-    """The exact point :func:`choose_threshold` rounds down to its grid: the largest threshold at which no set of
-    ``answerable`` abstains on more than ``max_false`` of its queries (or one query). Where a gate's 2% point lies
-    before its intercept is moved onto the shared threshold: a probability of 0.013 would round to 0.01, 0.26 logits
-    off.
+    """The point :func:`choose_threshold` rounds down to its grid, exactly: the largest threshold at which no set of
+    ``answerable`` abstains (``p < point``) on more than ``max_false`` of its queries (or one query), moved down
+    halfway, in log-odds, to the nearest probability under it, so that an intercept rounded to four decimals cannot
+    tip a query to the other side. A gate's 2% point is read here before its intercept is moved onto the shared
+    threshold: a probability of 0.013 would round to 0.01 on the grid, 0.26 logits off.
 
     Example:
-        >>> false_point({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25)
-        0.8
+        >>> round(false_point({"a": [0.9, 0.8, 0.2, 0.95]}, max_false=0.25), 2)
+        0.5
     """
-    points = []
-    for p in answerable.values():
-        if len(p):
-            k = int(np.floor(max(max_false * len(p), 1.0)))
-            points.append(float(np.sort(np.asarray(p, dtype=float))[k]) if len(p) > k else 1.0)
-    return min(points, default=0.0)
+    values = [np.sort(np.asarray(p, dtype=float)) for p in answerable.values() if len(p)]
+    if not values:
+        return 0.0
+    keeps = [v[k] for v in values if len(v) > (k := int(np.floor(max(max_false * len(v), 1.0))))]
+    if not keeps:
+        return 1.0  # no set can lose more than it may
+    top = float(min(keeps))
+    under = [float(v[v < top].max()) for v in values if (v < top).any()]
+    if not under:
+        return top
+    pair = np.clip(np.array([max(under), top]), 1e-300, 1.0 - 1e-16)
+    return float(1.0 / (1.0 + math.exp(-float(np.log(pair / (1.0 - pair)).mean()))))
 
 
 def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[str],

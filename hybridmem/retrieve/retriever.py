@@ -260,10 +260,10 @@ class Retriever:
 
     def align(self, cands: Candidates, always: bool = False) -> Candidates:
         """``cands`` with ``alignment`` (:mod:`hybridmem.retrieve.alignment`) when the vector leg ran,
-        ``embedding.token_alignment`` is on and :meth:`_token_reader` gives token states; else unchanged."""
+        ``embedding.token_alignment`` is on and :meth:`_states_source` gives token states; else unchanged."""
         if not self.settings.embedding.token_alignment or not cands.vector_searched:
             return cands
-        owner, states = self._token_reader(cands.vector_model, always)
+        owner, states = self._states_source(cands.vector_model, always)
         if states is None:
             return cands
         with self._lock:
@@ -274,13 +274,13 @@ class Retriever:
 
     def warm_alignment(self) -> None:
         """Load what a search's token alignment reads (a server's warm-up, so the first searches need not go without
-        it), when ``embedding.token_alignment`` is on."""
+        it), when ``embedding.token_alignment`` is on and there is an embedder (without one no search aligns)."""
         if self.settings.embedding.token_alignment and self.embedder.get() is not None:
-            _, states = self._token_reader(self._identity()[1], False)
+            _, states = self._states_source(self._identity()[1], False)
             if states is not None:
                 states(["warm up"], True, 8)
 
-    def _token_reader(self, model: str, always: bool) -> tuple[object, ReadTokens | None]:
+    def _states_source(self, model: str, always: bool) -> tuple[object, ReadTokens | None]:
         """``(owner, token_states)``: the embedder's own when it gives them; else the bundled e5's
         (:func:`~hybridmem.embeddings.e5.shared_token_reader`) when ``model`` (the vector leg's) has a gate that reads
         the alignment, or ``always`` (collecting the rows that fit one); else ``(None, None)``."""
@@ -289,7 +289,7 @@ class Retriever:
         if states is None and (always or has_aligned_gate(model)):
             from hybridmem.embeddings.e5 import shared_token_reader
 
-            states = shared_token_reader()
+            states = shared_token_reader(self.settings.embedding.document_runtime)
             owner = getattr(states, "__self__", None)
         return (owner, states) if states is not None else (None, None)
 

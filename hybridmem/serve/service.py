@@ -115,7 +115,7 @@ class MemoryService:
         finally:
             ready.set()
         if embedder is not None:
-            index.retriever.warm_alignment()  # the answer gate's token alignment
+            index.warm_alignment()  # the answer gate's token alignment
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
