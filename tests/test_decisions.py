@@ -15,7 +15,7 @@ from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
 from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, JOINT_MODELS, Calibration, joint_model
 from hybridmem.errors import ConfigError
 from hybridmem.ranking import rank
-from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, query_features
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, query_features
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, joint_features, joint_fusion
 from hybridmem.records import Candidates, ChunkInfo, LegHit
@@ -250,6 +250,32 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
                                 ("all-MiniLM-L6-v2|vector", "vector", minilm)):
         for probs in _answerable({"m": rows_of}, {"m": d.gates[name]}, legs).values():
             assert np.sum(np.asarray(probs) < d.threshold) <= max(0.02 * len(probs), 1.0), name
+
+
+def test_an_aligned_gate_is_fitted_on_the_queries_it_decides() -> None:
+    """Where the adaptive step dropped a blind vector leg (``vector_top`` reads as having found nothing) the keyword
+    leg's gate decides, so those rows neither fit the aligned gate nor set its 2% point."""
+    from hybridmem.eval.decisions import DecisionRows, _answerable, fit_rows
+
+    rng = np.random.default_rng(4)
+    col = {f: i for i, f in enumerate(GATE_FEATURES)}
+    rows = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+    for label in (1, 0):
+        for i in range(400):
+            dropped = i % 4 == 0
+            f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
+            f[col["align_mean"]] = (0.9 if label else 0.7) + rng.normal(0, 0.05)
+            if dropped:  # blind: the alignment reads the other way here, and the vector leg did not take part
+                f[col["align_mean"]] = 0.6 if label else 0.95
+                f[col["vector_top"]] = logit(0.0)
+            rows.gate.append((("a" if label else "none") + ("-blind" * dropped), {"both": f, "keyword": f, "vector": f},
+                              label))
+    d = fit_rows({"multilingual-e5-small": rows})
+    gate = d.gates["multilingual-e5-small|aligned"]
+    assert gate.fitted_on.startswith("300 answerable and 300 no-answer") and "blind" not in gate.fitted_on
+    assert dict(zip(gate.features, gate.coef))["align_mean"] > 0  # the rows it decides, not the blind ones
+    sighted = _answerable({"m": rows}, {"m": gate}, "both")["m:a"]
+    assert np.sum(np.asarray(sighted) < d.threshold) <= 0.02 * len(sighted)
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:

@@ -19,9 +19,11 @@ the default config at the evaluation depth (10; pool 40 per leg).
   each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries (or one query,
   in a set too small for that share to be one) under the default model's gate. Every other gate (another model's,
   and the one-leg gates: keyword alone, vector alone) gets its intercept moved so that its own such point lies on
-  the same threshold: one ``answer_threshold`` means the same for every model and every combination of legs. So
-  does the gate of a model whose candidates carry the token alignment (``"<model>|aligned"``,
-  :data:`ALIGNED_USED_BY_MODEL`), which ``rank()`` reads when they do.
+  the same threshold (:func:`false_point`): one ``answer_threshold`` means the same for every model and every
+  combination of legs. So does the gate of a model whose candidates carry the token alignment
+  (``"<model>|aligned"``, :data:`ALIGNED_USED_BY_MODEL`), which ``rank()`` reads when they do; it is fitted, and its
+  2% point read, on the queries it decides: those whose vector leg took part (where the adaptive step drops a blind
+  one, the keyword leg's gate decides).
 
 Example:
     >>> round(choose_threshold({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25), 3)
@@ -275,11 +277,20 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
             single[model] = (gates[model], {model: rows}, "both")
         aligned = ALIGNED_USED_BY_MODEL.get(model)
         if aligned and _has_alignment(rows):
-            single[f"{model}|aligned"] = (fit_gate(rows, aligned), {model: rows}, "both")
+            decided = _vector_took_part(rows)  # the queries it decides: where the vector leg was dropped, the keyword
+            single[f"{model}|aligned"] = (fit_gate(decided, aligned), {model: decided}, "both")  # gate decides
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = false_point(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
     return Decisions(joint, joints, gates, threshold)
+
+
+def _vector_took_part(rows: DecisionRows) -> DecisionRows:
+    """``rows``' gate rows whose vector leg took part under the default config: not those where the adaptive step
+    dropped a blind one (MiniLM on Arabic, Thai or Chinese), whose ``vector_top`` reads as having found nothing and
+    which the keyword leg's gate decides (:func:`~hybridmem.config.calibration.gate_model`)."""
+    i, nothing = GATE_FEATURES.index("vector_top"), logit(0.0)
+    return DecisionRows(order=rows.order, gate=[r for r in rows.gate if r[1]["both"][i] > nothing + 1e-6])
 
 
 def _has_alignment(rows: DecisionRows) -> bool:
