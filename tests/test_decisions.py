@@ -252,9 +252,10 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
             assert np.sum(np.asarray(probs) < d.threshold) <= max(0.02 * len(probs), 1.0), name
 
 
-def test_an_aligned_gate_is_fitted_on_the_queries_it_decides() -> None:
+def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
     """Where the adaptive step dropped a blind vector leg (``vector_top`` reads as having found nothing) the keyword
-    leg's gate decides, so those rows neither fit the aligned gate nor set its 2% point."""
+    leg's gate decides, so those rows neither fit a gate of both legs (the aligned one, or a model's plain one) nor
+    set its 2% point."""
     from hybridmem.eval.decisions import DecisionRows, _answerable, fit_rows
 
     rng = np.random.default_rng(4)
@@ -265,17 +266,21 @@ def test_an_aligned_gate_is_fitted_on_the_queries_it_decides() -> None:
             dropped = i % 4 == 0
             f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
             f[col["align_mean"]] = (0.9 if label else 0.7) + rng.normal(0, 0.05)
-            if dropped:  # blind: the alignment reads the other way here, and the vector leg did not take part
+            f[col["vector_gap"]] = (0.05 if label else 0.0) + rng.normal(0, 0.01)
+            if dropped:  # blind: the signals read the other way here, and the vector leg did not take part
                 f[col["align_mean"]] = 0.6 if label else 0.95
+                f[col["vector_gap"]] = 0.0 if label else 0.2
                 f[col["vector_top"]] = logit(0.0)
             rows.gate.append((("a" if label else "none") + ("-blind" * dropped), {"both": f, "keyword": f, "vector": f},
                               label))
-    d = fit_rows({"multilingual-e5-small": rows})
-    gate = d.gates["multilingual-e5-small|aligned"]
-    assert gate.fitted_on.startswith("300 answerable and 300 no-answer") and "blind" not in gate.fitted_on
-    assert dict(zip(gate.features, gate.coef))["align_mean"] > 0  # the rows it decides, not the blind ones
-    sighted = _answerable({"m": rows}, {"m": gate}, "both")["m:a"]
-    assert np.sum(np.asarray(sighted) < d.threshold) <= 0.02 * len(sighted)
+    d = fit_rows({"multilingual-e5-small": rows, "all-MiniLM-L6-v2": rows})
+    for name, signal in (("multilingual-e5-small|aligned", "align_mean"), ("all-MiniLM-L6-v2|aligned", "align_mean"),
+                         ("multilingual-e5-small", "vector_gap"), ("all-MiniLM-L6-v2", "vector_gap")):
+        gate = d.gates[name]
+        assert gate.fitted_on.startswith("300 answerable and 300 no-answer") and "blind" not in gate.fitted_on, name
+        assert dict(zip(gate.features, gate.coef))[signal] > 0, name  # the rows it decides, not the blind ones
+        sighted = _answerable({"m": rows}, {"m": gate}, "both")["m:a"]
+        assert np.sum(np.asarray(sighted) < d.threshold) <= 0.02 * len(sighted), name
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:

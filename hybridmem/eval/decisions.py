@@ -12,18 +12,19 @@ the default config at the evaluation depth (10; pool 40 per leg).
   embedding model on its own candidates (a leg reads differently per model: MiniLM's vector leg is blind outside
   English, e5's is the stronger leg in Russian or German), and one on every model's rows together for a model never
   fitted.
-- **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query labelled 1 when answerable and
-  0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and no-answer rows
-  weigh the same in total, each set within them the same. Features are standardized for the fit.
+- **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query it decides labelled 1 when
+  answerable and 0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and
+  no-answer rows weigh the same in total, each set within them the same. Features are standardized for the fit. A
+  gate of both legs decides the queries whose vector leg took part: where the adaptive step drops a blind one
+  (MiniLM outside Latin script), the keyword leg's gate decides, so those rows fit, and place, that gate only.
 - **Threshold**: the largest answer probability, on a grid of 0.005, at which no answerable train set (each dataset,
   each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries (or one query,
   in a set too small for that share to be one) under the default model's gate. Every other gate (another model's,
   and the one-leg gates: keyword alone, vector alone) gets its intercept moved so that its own such point lies on
   the same threshold (:func:`false_point`): one ``answer_threshold`` means the same for every model and every
   combination of legs. So does the gate of a model whose candidates carry the token alignment
-  (``"<model>|aligned"``, :data:`ALIGNED_USED_BY_MODEL`), which ``rank()`` reads when they do; it is fitted, and its
-  2% point read, on the queries it decides: those whose vector leg took part (where the adaptive step drops a blind
-  one, the keyword leg's gate decides).
+  (``"<model>|aligned"``, :data:`ALIGNED_USED_BY_MODEL`), which ``rank()`` reads when they do. A gate's 2% point is
+  read on the queries it decides, as it is fitted.
 
 Example:
     >>> round(choose_threshold({"a": [0.9, 0.8, 0.3, 0.95]}, max_false=0.25), 3)
@@ -266,18 +267,20 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
     pooled = DecisionRows(order=[r for rows in rows_by_model.values() for r in rows.order])
     joint = fit_order(pooled)
     joints = {model: fit_order(rows) for model, rows in rows_by_model.items() if rows.order}
-    gates = {model: fit_gate(rows, GATE_USED_BY_MODEL.get(model, GATE_USED)) for model, rows in rows_by_model.items()}
+    # A gate of both legs is fitted, and its 2% point read, on the queries it decides: those whose vector leg took
+    # part (where the adaptive step drops a blind one, the keyword leg's gate decides).
+    decided = {model: _vector_took_part(rows) for model, rows in rows_by_model.items()}
+    gates = {model: fit_gate(decided[model], GATE_USED_BY_MODEL.get(model, GATE_USED)) for model in rows_by_model}
     default, first = next(iter(rows_by_model.items()))  # the default model's gate sets the threshold
-    threshold = choose_threshold(_answerable({default: first}, gates, "both"))
+    threshold = choose_threshold(_answerable({default: decided[default]}, gates, "both"))
     single = {KEYWORD_GATE: (fit_gate(first, KEYWORD_USED, "keyword"), {"": first}, "keyword")}
     for model, rows in rows_by_model.items():
         single[f"{model}|vector"] = (fit_gate(rows, VECTOR_USED, "vector"), {model: rows}, "vector")
         if model != default:
-            single[model] = (gates[model], {model: rows}, "both")
+            single[model] = (gates[model], {model: decided[model]}, "both")
         aligned = ALIGNED_USED_BY_MODEL.get(model)
         if aligned and _has_alignment(rows):
-            decided = _vector_took_part(rows)  # the queries it decides: where the vector leg was dropped, the keyword
-            single[f"{model}|aligned"] = (fit_gate(decided, aligned), {model: decided}, "both")  # gate decides
+            single[f"{model}|aligned"] = (fit_gate(decided[model], aligned), {model: decided[model]}, "both")
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = false_point(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
