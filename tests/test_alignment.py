@@ -256,3 +256,42 @@ def test_each_model_gets_its_own_gate_with_or_without_the_alignment() -> None:
     assert gate_model("no-such-model", aligned=True) is GATE_MODELS[E5]
     assert gate_model(E5, aligned=False) is GATE_MODELS[E5]
     assert gate_model(E5, {"keyword"}, aligned=True) is GATE_MODELS["keyword"]
+    assert gate_model(E5, {"keyword"}, aligned=True, blind=True) is GATE_MODELS["keyword"]
+    # MiniLM's blind leg dropped (outside Latin script): the keyword leg's gate and one over the alignment, both
+    pair = gate_model(MINILM, {"keyword"}, aligned=True, blind=True)
+    assert pair is GATE_MODELS[f"{MINILM}|keyword+aligned"] and len(pair) == 2
+    assert pair[0].features == GATE_MODELS["keyword"].features and "align_mean" in pair[1].features
+    assert gate_model(MINILM, {"keyword"}, aligned=False, blind=True) is GATE_MODELS["keyword"]
+    # a keyword-only search by choice (a vector weight of 0) is not what the pair was fitted on
+    assert gate_model(MINILM, {"keyword"}, aligned=True) is GATE_MODELS["keyword"]
+
+
+def test_minilm_where_its_blind_leg_is_dropped_both_gates_of_the_pair_must_answer(e5: E5Embedder, workspace: Path,
+                                                                                   tmp_path: Path) -> None:
+    """MiniLM's vector leg is blind outside Latin script and the adaptive step drops it; the bundled e5 still reads
+    the alignment, and the keyword leg's gate and a gate over the alignment must both answer."""
+    from hybridmem.ranking.gate import answer_probability
+    from hybridmem.ranking.pipeline import decision_features
+
+    idx = _open(workspace, tmp_path, provider="local")
+    try:
+        idx.warm_alignment()
+        pair = GATE_MODELS[f"{MINILM}|keyword+aligned"]
+        for question, answer in [(CASES[lang][0], CASES[lang][1]) for lang in ("zh", "th", "ar")] + [
+                ("巴黎的人口是多少？", None), ("ما هو عدد سكان باريس؟", None)]:
+            c = idx.align(idx.retrieve(question, DEFAULT_RANKING.pool), always=True)
+            assert c.vector_model == MINILM and c.alignment is not None
+            _, features = decision_features(c, DEFAULT_RANKING)
+            assert features["vector_top"] == pytest.approx(-13.8155, abs=1e-3)  # the blind leg was dropped
+            r = rank(c, DEFAULT_RANKING)
+            both = [answer_probability(features, half) for half in pair]
+            assert r.answer_probability == pytest.approx(min(both)), question
+            if answer is None:
+                assert r.abstained and not r.hits, question
+            else:
+                assert r.hits and answer in r.hits[0].text, question
+                chosen = rank(c, DEFAULT_RANKING.replace(vector_weight=0.0))  # keyword-only by choice: keyword gate
+                keyword = answer_probability(features, GATE_MODELS["keyword"])
+                assert chosen.answer_probability == pytest.approx(keyword) and keyword != pytest.approx(min(both))
+    finally:
+        idx.close()

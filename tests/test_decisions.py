@@ -85,7 +85,8 @@ def test_fitted_models_keep_the_order_monotone() -> None:
     for model in (JOINT_MODEL, *JOINT_MODELS.values()):
         assert model.features == JOINT_FEATURES and all(c >= 0 for c in model.coef)
     for gate in GATE_MODELS.values():
-        assert set(gate.features) <= set(GATE_FEATURES)
+        for half in gate if isinstance(gate, tuple) else (gate,):
+            assert set(half.features) <= set(GATE_FEATURES)
 
 
 def _cands(vec: list[tuple[int, float]], kw: list[tuple[int, float]], query: str = "car repair") -> Candidates:
@@ -149,8 +150,8 @@ def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     """What `hybridmem eval calibrate --decisions --write` would fit is what ships: e5's gate with the IDF-weighted
     coverage, MiniLM's and the keyword leg's without it, each model's aligned gate with the token alignment (train
     chose so; docs/ranking.md)."""
-    from hybridmem.eval.decisions import (ALIGNED_USED_BY_MODEL, GATE_USED, GATE_USED_BY_MODEL, KEYWORD_USED,
-                                          VECTOR_USED)
+    from hybridmem.eval.decisions import (ALIGNED_USED_BY_MODEL, GATE_USED, GATE_USED_BY_MODEL, KEYWORD_ALIGNED_USED,
+                                          KEYWORD_USED, PAIR_SHIFT, VECTOR_USED)
 
     assert GATE_MODELS["multilingual-e5-small"].features == GATE_USED
     for model, features in ALIGNED_USED_BY_MODEL.items():  # the gate read when the candidates carry the alignment
@@ -162,7 +163,11 @@ def test_each_shipped_gate_reads_the_features_its_fit_chooses() -> None:
     assert GATE_MODELS["all-MiniLM-L6-v2"].features == GATE_USED_BY_MODEL["all-MiniLM-L6-v2"]
     assert GATE_MODELS["keyword"].features == KEYWORD_USED
     assert GATE_MODELS["multilingual-e5-small|vector"].features == VECTOR_USED
-    assert all(set(g.features) <= set(GATE_FEATURES) for g in GATE_MODELS.values())
+    keyword, alignment = GATE_MODELS["all-MiniLM-L6-v2|keyword+aligned"]  # where MiniLM's blind leg is dropped
+    assert keyword.features == KEYWORD_USED and keyword.coef == GATE_MODELS["keyword"].coef
+    assert keyword.intercept == round(GATE_MODELS["keyword"].intercept + PAIR_SHIFT, 4)  # refit together
+    assert alignment.features == KEYWORD_ALIGNED_USED
+    assert "multilingual-e5-small|keyword+aligned" not in GATE_MODELS  # e5's vector leg is never dropped
 
 
 def test_rank_abstains_as_a_whole_and_scales_hits_by_the_gate() -> None:
@@ -283,6 +288,49 @@ def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
         assert np.sum(np.asarray(sighted) < d.threshold) <= 0.02 * len(sighted), name
 
 
+def test_where_the_vector_leg_is_dropped_a_pair_of_gates_shares_the_false_abstention() -> None:
+    """A model whose rows carry the alignment and hold queries whose blind vector leg was dropped gets
+    ``<model>|keyword+aligned``: the keyword leg's gate (its intercept raised) and a gate over the alignment, fitted on
+    those queries, that must both answer; together they keep each answerable set there within its 2% and abstain on
+    more than the keyword gate alone. Rows without such queries (e5's) get none."""
+    from hybridmem.eval.decisions import PAIR_SHIFT, DecisionRows, fit_rows
+    from hybridmem.ranking.gate import answer_probability
+
+    rng = np.random.default_rng(5)
+    col = {f: i for i, f in enumerate(GATE_FEATURES)}
+
+    def rows(blind: bool) -> DecisionRows:
+        out = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+        for label in (1, 0):
+            for i in range(800):
+                f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
+                dropped = blind and i % 4 < 2
+                # an answerable query shares the words and the meaning; a no-answer one only the words (even i,
+                # which the keyword gate cannot tell) or only the topic (odd i, which the alignment cannot)
+                f[col["keyword_top"]] += 3.0 if label or i % 2 == 0 else 0.0
+                f[col["align_mean"]] = (0.9 if label or i % 2 == 1 else 0.75) + rng.normal(0, 0.03)
+                if dropped:
+                    f[col["vector_top"]] = logit(0.0)
+                out.gate.append((("a" if label else "none") + ("-blind" if dropped else ""),
+                                 {"both": f, "keyword": f, "vector": f}, label))
+        return out
+
+    e5, minilm = rows(False), rows(True)
+    d = fit_rows({"multilingual-e5-small": e5, "all-MiniLM-L6-v2": minilm})
+    assert "multilingual-e5-small|keyword+aligned" not in d.gates
+    keyword, alignment = pair = d.gates["all-MiniLM-L6-v2|keyword+aligned"]
+    assert keyword.coef == d.gates["keyword"].coef
+    assert keyword.intercept == round(d.gates["keyword"].intercept + PAIR_SHIFT, 4)
+    assert alignment.fitted_on.startswith("400 answerable and 400 no-answer") and "-blind" in alignment.fitted_on
+    blind = [(dict(zip(GATE_FEATURES, r[1]["both"])), r[2]) for r in minilm.gate if r[0].endswith("-blind")]
+    answered = [answer_probability(f, pair) for f, label in blind if label]
+    assert np.sum(np.asarray(answered) < d.threshold) <= 0.02 * len(answered)
+    alone = np.mean([answer_probability(f, d.gates["keyword"]) < d.threshold for f, label in blind if not label])
+    both = np.mean([answer_probability(f, pair) < d.threshold for f, label in blind if not label])
+    assert alone < 0.6 and both > alone + 0.3  # the alignment's gate holds those that share the words
+    assert answer_probability(blind[0][0], pair) == min(answer_probability(blind[0][0], half) for half in pair)
+
+
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:
     from hybridmem.eval.decisions import DecisionRows, fit_order
 
@@ -318,3 +366,20 @@ def test_xquad_cross_asks_each_question_of_the_other_half(tmp_path) -> None:  # 
     assert [(h.chunk_id, h.rank) for h in c.vector] == [(2, 1)]
     assert [(h.chunk_id, h.rank) for h in c.keyword] == [(3, 1)]
     assert set(c.chunks) == {2, 3}
+
+
+def test_the_constants_block_renders_back_to_the_shipped_numbers() -> None:
+    """`hybridmem eval calibrate --write` rewrites config/calibration.py from :func:`render`: every gate, a pair of
+    them included, reads back as it was."""
+    from hybridmem.config import calibration as current
+    from hybridmem.eval.calibrate import render
+
+    block = render(dict(current.VECTOR_CALIBRATIONS), current.KEYWORD_CALIBRATION)
+    namespace: dict[str, object] = {"Calibration": Calibration}
+    exec(block, namespace)  # noqa: S102 - our own generated constants
+    assert namespace["GATE_MODELS"] == current.GATE_MODELS
+    assert isinstance(namespace["GATE_MODELS"]["all-MiniLM-L6-v2|keyword+aligned"], tuple)
+    assert namespace["JOINT_MODELS"] == current.JOINT_MODELS and namespace["ANSWER_THRESHOLD"] == current.ANSWER_THRESHOLD
+    odd = Calibration(("keyword_top",), (1.0,), -0.5, 'the pair\'s "1.25%" point; 中文')  # quotes of both kinds
+    exec(render(dict(current.VECTOR_CALIBRATIONS), current.KEYWORD_CALIBRATION, gates={"x": (odd, odd)}), namespace)
+    assert namespace["GATE_MODELS"]["x"] == (odd, odd)  # noqa: S102 above

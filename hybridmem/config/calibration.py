@@ -80,11 +80,11 @@ JOINT_MODELS: dict[str, Calibration] = {
     "all-MiniLM-L6-v2": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both"), (1.2378, 2.0912, 0.0, 3.5156, 1.4395, 1.9644, 0.0), -6.3193,
         "631069 candidates (11193 relevant) of 11402 queries from demo, locomo, scifact, xquad"),
 }
-GATE_MODELS: dict[str, Calibration] = {
+GATE_MODELS: dict[str, Calibration | tuple[Calibration, ...]] = {
     "multilingual-e5-small": Calibration(("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_coverage_top", "term_share"), (0.4151, 8.8112, 31.5943, 3.325, 2.7556, 2.281), 25.5377,
         "11402 answerable and 11370 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "all-MiniLM-L6-v2": Calibration(("keyword_top", "vector_top", "vector_gap", "coverage_top", "term_share"), (0.8357, 0.5033, 8.7824, 2.9707, 4.1495), -1.0389,
-        "6537 answerable and 6509 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold; intercept moved so its 2% point is the threshold"),
+        "6537 answerable and 6509 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "keyword": Calibration(("keyword_top", "coverage_top", "term_share"), (0.7631, 3.1063, 4.6955), -1.7722,
         "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "multilingual-e5-small|vector": Calibration(("vector_top", "vector_gap"), (11.0126, 29.6203), 36.3376,
@@ -95,6 +95,10 @@ GATE_MODELS: dict[str, Calibration] = {
         "11402 answerable and 11370 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
     "all-MiniLM-L6-v2|aligned": Calibration(("vector_top", "vector_gap", "idf_coverage_top", "term_share", "align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"), (0.2174, 6.0371, 1.3501, 3.7019, 21.9357, 15.7683, 20.5418, 1.9395, -0.4282), -47.7319,
         "6537 answerable and 6509 no-answer train queries from demo-memory, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold"),
+    "all-MiniLM-L6-v2|keyword+aligned": (Calibration(("keyword_top", "coverage_top", "term_share"), (0.7631, 3.1063, 4.6955), -1.5222,
+        "11402 answerable and 11370 no-answer train queries from demo, demo-none, locomo, locomo-cross, scifact, scifact-on-demo, xquad-ar, xquad-ar-cross, xquad-de, xquad-de-cross, xquad-el, xquad-el-cross, xquad-en, xquad-en-cross, xquad-es, xquad-es-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-tr, xquad-tr-cross, xquad-vi, xquad-vi-cross, xquad-zh, xquad-zh-cross; intercept moved so its 2% point is the threshold; intercept raised by 0.25: one of a pair with a gate over the alignment"),
+        Calibration(("align_mean", "align_q25", "align_weighted", "align_exact", "log_terms"), (19.0072, 26.6772, 20.5623, 2.8278, -1.5022), -47.0235,
+        "4865 answerable and 4861 no-answer train queries from demo-memory, demo-none, xquad-ar, xquad-ar-cross, xquad-el, xquad-el-cross, xquad-hi, xquad-hi-cross, xquad-ru, xquad-ru-cross, xquad-th, xquad-th-cross, xquad-zh, xquad-zh-cross; intercept moved so that the pair's 1.25% point is the threshold")),
 }
 ANSWER_THRESHOLD = 0.07
 # END FITTED
@@ -102,6 +106,7 @@ ANSWER_THRESHOLD = 0.07
 FALLBACK_VECTOR_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_GATE_MODEL = "multilingual-e5-small"  # whose gate a model with no fit of its own uses
 KEYWORD_GATE = "keyword"  # the gate of the keyword leg alone (GATE_MODELS key)
+Gate = Calibration | tuple[Calibration, ...]  # one logistic model, or several that must all answer (the lowest decides)
 
 
 def vector_calibration(model: str) -> Calibration:
@@ -138,18 +143,23 @@ def joint_model(model: str = "") -> Calibration:
 
 
 def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"}),
-               aligned: bool = False) -> Calibration:
+               aligned: bool = False, blind: bool = False) -> Gate:
     """The answer gate's model for the legs taking part (:mod:`hybridmem.ranking.gate`): both legs with embedding
     ``model``: that model's gate with the token alignment (``"<model>|aligned"``) when the candidates carry one
     (``aligned``) and ``model`` has such a gate, else its gate without (the default model's for one never fitted); the
-    keyword leg alone (no embedder, a vector weight of 0, or a vector leg the adaptive step judged blind):
-    :data:`KEYWORD_GATE`; the vector leg alone: ``model``'s vector-only gate (``"<model>|vector"``).
+    keyword leg alone (no embedder, a vector weight of 0, or a vector leg the adaptive step judged blind and dropped):
+    :data:`KEYWORD_GATE`, except where the vector leg was dropped as blind (``blind``) and the candidates carry the
+    alignment: ``model``'s pair (``"<model>|keyword+aligned"``: the keyword leg's gate and one over the alignment,
+    both must answer, fitted on such queries) where it has one; the vector leg alone: ``model``'s vector-only gate
+    (``"<model>|vector"``).
 
     Example:
         >>> gate_model("no-such-model") is GATE_MODELS[DEFAULT_GATE_MODEL]
         True
     """
     if "vector" not in legs:
+        if blind and aligned and f"{model}|keyword+aligned" in GATE_MODELS:
+            return GATE_MODELS[f"{model}|keyword+aligned"]
         return GATE_MODELS[KEYWORD_GATE]
     if "keyword" not in legs:
         return GATE_MODELS.get(f"{model}|vector") or GATE_MODELS[f"{DEFAULT_GATE_MODEL}|vector"]

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ def calibrate(settings_by_model: dict[str, Settings], datasets: Sequence[str] = 
 
 
 def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibration | None = None,
-           gates: dict[str, Calibration] | None = None, threshold: float | None = None,
+           gates: dict[str, Calibration | tuple[Calibration, ...]] | None = None, threshold: float | None = None,
            joints: dict[str, Calibration] | None = None) -> str:
     """The constants block of :mod:`hybridmem.config.calibration`; the order (pooled ``joint`` and per-model
     ``joints``), the gates and the threshold not given keep their current values."""
@@ -147,13 +148,21 @@ def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibrat
     gates = {**current.GATE_MODELS, **(gates or {})}
     threshold = current.ANSWER_THRESHOLD if threshold is None else threshold
 
+    def text(x: object) -> str:  # Python source, strings in double quotes (JSON's escapes are Python's too)
+        if isinstance(x, str):
+            return json.dumps(x, ensure_ascii=False)
+        if isinstance(x, tuple):
+            return "(" + ", ".join(text(v) for v in x) + ("," if len(x) == 1 else "") + ")"
+        return repr(x)
+
     def cal(c: Calibration, indent: str) -> list[str]:
-        return [f"Calibration({c.features!r}, {c.coef!r}, {c.intercept!r},", f"{indent}{c.fitted_on!r})"]
+        return [f"Calibration({text(c.features)}, {text(c.coef)}, {text(c.intercept)},",
+                f"{indent}{text(c.fitted_on)})"]
 
     lines = ["VECTOR_CALIBRATIONS: dict[str, Calibration] = {"]
     for model, c in vector.items():
         head, tail = cal(c, "        ")
-        lines += [f"    {model!r}: {head}", tail + ","]
+        lines += [f"    {text(model)}: {head}", tail + ","]
     lines.append("}")
     head, tail = cal(keyword, "    ")
     lines += [f"KEYWORD_CALIBRATION = {head}", tail]
@@ -162,15 +171,19 @@ def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibrat
     lines.append("JOINT_MODELS: dict[str, Calibration] = {")
     for model, c in joints.items():
         head, tail = cal(c, "        ")
-        lines += [f"    {model!r}: {head}", tail + ","]
+        lines += [f"    {text(model)}: {head}", tail + ","]
     lines.append("}")
-    lines.append("GATE_MODELS: dict[str, Calibration] = {")
-    for model, c in gates.items():
-        head, tail = cal(c, "        ")
-        lines += [f"    {model!r}: {head}", tail + ","]
+    lines.append("GATE_MODELS: dict[str, Calibration | tuple[Calibration, ...]] = {")
+    for model, gate in gates.items():
+        parts = gate if isinstance(gate, tuple) else (gate,)
+        for i, c in enumerate(parts):  # several models that must all answer: a tuple
+            head, tail = cal(c, "        ")
+            opening = "(" if isinstance(gate, tuple) and i == 0 else ""
+            closing = ")" if isinstance(gate, tuple) and i == len(parts) - 1 else ""
+            lines += [f"    {text(model)}: {opening}{head}" if i == 0 else f"        {head}", tail + closing + ","]
     lines.append("}")
     lines.append(f"ANSWER_THRESHOLD = {threshold!r}")
-    return "\n".join(lines).replace("'", '"') + "\n"
+    return "\n".join(lines) + "\n"
 
 
 def write_constants(block: str, path: Path = CONSTANTS) -> None:

@@ -15,8 +15,9 @@ the default config at the evaluation depth (10; pool 40 per leg).
 - **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query it decides labelled 1 when
   answerable and 0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and
   no-answer rows weigh the same in total, each set within them the same. Features are standardized for the fit. A
-  gate of both legs decides the queries whose vector leg took part: where the adaptive step drops a blind one
-  (MiniLM outside Latin script), the keyword leg's gate decides, so those rows fit, and place, that gate only.
+  gate of both legs decides the queries whose vector leg took part. Where the adaptive step drops a blind one
+  (MiniLM outside Latin script) the keyword leg's gate decides, with a gate over the token alignment beside it when
+  the candidates carry one: a pair that must both answer (:func:`fit_pair`, fitted on those queries).
 - **Threshold**: the largest answer probability, on a grid of 0.005, at which no answerable train set (each dataset,
   each XQuAD-R language on its own) abstains on more than :data:`MAX_FALSE_ABSTENTION` of its queries (or one query,
   in a set too small for that share to be one) under the default model's gate. Every other gate (another model's,
@@ -34,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
@@ -46,13 +48,14 @@ from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import judged_units
 from hybridmem.ranking.calibrate import fit_logistic
-from hybridmem.ranking.gate import ALIGN_FEATURES, GATE_FEATURES, logit
+from hybridmem.ranking.gate import ALIGN_FEATURES, GATE_FEATURES, answer_probability, logit
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
-           "MAX_FALSE_ABSTENTION", "PAIRS", "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point",
-           "fit_decisions", "fit_gate", "fit_order", "fit_rows"]
+           "KEYWORD_ALIGNED_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT", "DecisionRows",
+           "Decisions", "choose_threshold", "collect", "false_point", "fit_decisions", "fit_gate", "fit_order",
+           "fit_pair", "fit_rows"]
 
 DEPTH = 10
 PAIRS = 100
@@ -75,6 +78,17 @@ GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_
 ALIGNED_USED = ("vector_top", "vector_gap", "idf_coverage_top", "term_share", *ALIGN_FEATURES, "log_terms")
 ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ALIGNED_USED, "all-MiniLM-L6-v2": ALIGNED_USED}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
+# The keyword leg alone with the token alignment (a model whose blind vector leg the adaptive step dropped: MiniLM
+# outside Latin script): a gate over the alignment that must answer too, beside the keyword leg's gate
+# (:func:`fit_pair`). Train chose the alignments and the query's length alone (docs/ranking.md, eighth round): the
+# keyword leg's evidence is its partner's.
+KEYWORD_ALIGNED_USED = (*ALIGN_FEATURES, "log_terms")
+# The pair's placement, chosen on train by leaving each language out of the fit in turn (docs/ranking.md, eighth
+# round): the most abstention on the left-out language's questions while its false abstention stays within 2%. At the
+# shared 2% it reached 2.7% (Russian), so the pair together loses at most 1.25% of each set's answerable queries (the
+# keyword gate's share included); its keyword half gives up 0.25 logits (intercept raised) to its partner.
+PAIR_MAX_FALSE = 0.0125
+PAIR_SHIFT = 0.25
 _EMPTY = [0.0] * len(GATE_FEATURES)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
 
@@ -84,7 +98,7 @@ class Decisions(NamedTuple):
 
     joint: Calibration
     joints: dict[str, Calibration]
-    gates: dict[str, Calibration]
+    gates: dict[str, Calibration | tuple[Calibration, ...]]
     threshold: float
 
 
@@ -217,25 +231,43 @@ def choose_threshold(answerable: Mapping[str, Sequence[float]], max_false: float
     return round(best, 4)
 
 
-def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MAX_FALSE_ABSTENTION) -> float:
+def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MAX_FALSE_ABSTENTION,
+                lost: Mapping[str, int] | None = None) -> float:
     """The point :func:`choose_threshold` rounds down to its grid, exactly: the largest threshold at which no set of
     ``answerable`` abstains (``p < point``) on more than ``max_false`` of its queries (or one query), moved down
     halfway, in log-odds, to the nearest probability under it, so that an intercept rounded to four decimals cannot
     tip a query to the other side. A gate's 2% point is read here before its intercept is moved onto the shared
-    threshold: a probability of 0.013 would round to 0.01 on the grid, 0.26 logits off.
+    threshold: a probability of 0.013 would round to 0.01 on the grid, 0.26 logits off. ``lost``: per set, how many
+    more of its answerable queries another gate abstains on already (not in ``answerable``; they count against its
+    share); 0 when no point keeps a set within it.
 
     Example:
         >>> round(false_point({"a": [0.9, 0.8, 0.2, 0.95]}, max_false=0.25), 2)
         0.5
+        >>> false_point({"a": [0.9, 0.8, 0.95]}, max_false=0.25, lost={"a": 1})  # its one query is lost already
+        0.8
+        >>> false_point({"a": [0.9, 0.95]}, max_false=0.25, lost={"a": 2})
+        0.0
+        >>> false_point({"a": [0.9, 0.95]}, max_false=0.25, lost={"b": 2})  # a set with every query lost already
+        0.0
     """
-    values = [np.sort(np.asarray(p, dtype=float)) for p in answerable.values() if len(p)]
+    lost = lost or {}
+    values = {name: np.sort(np.asarray(answerable.get(name, ()), dtype=float)) for name in {*answerable, *lost}
+              if len(answerable.get(name, ())) or lost.get(name)}
     if not values:
         return 0.0
-    keeps = [v[k] for v in values if len(v) > (k := int(np.floor(max(max_false * len(v), 1.0))))]
+    keeps = []
+    for name, v in values.items():
+        gone = lost.get(name, 0)
+        k = int(np.floor(max(max_false * (len(v) + gone), 1.0))) - gone
+        if k < 0:
+            return 0.0
+        if len(v) > k:
+            keeps.append(v[k])
     if not keeps:
         return 1.0  # no set can lose more than it may
     top = float(min(keeps))
-    under = [float(v[v < top].max()) for v in values if (v < top).any()]
+    under = [float(v[v < top].max()) for v in values.values() if (v < top).any()]
     if not under:
         return top
     pair = np.clip(np.array([max(under), top]), 1e-300, 1.0 - 1e-16)
@@ -284,15 +316,75 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
     for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
         own = false_point(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
         gates[name] = _shift(gate, own, threshold)
-    return Decisions(joint, joints, gates, threshold)
+    pairs: dict[str, tuple[Calibration, Calibration]] = {}
+    for model, rows in rows_by_model.items():  # where a blind vector leg was dropped, with the alignment: a pair
+        if ALIGNED_USED_BY_MODEL.get(model) and _has_alignment(rows) and _enough(_vector_dropped(rows)):
+            try:
+                pairs[f"{model}|keyword+aligned"] = fit_pair(rows, gates[KEYWORD_GATE], threshold)
+            except ValueError as e:
+                warnings.warn(f"{model}: no pair of gates for a dropped vector leg ({e}); the keyword gate decides")
+    return Decisions(joint, joints, {**gates, **pairs}, threshold)
+
+
+def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
+             features: Sequence[str] = KEYWORD_ALIGNED_USED, shift: float = PAIR_SHIFT,
+             max_false: float = PAIR_MAX_FALSE) -> tuple[Calibration, Calibration]:
+    """The gate of a keyword leg whose candidates carry the token alignment, fitted on ``rows``' queries whose vector
+    leg was dropped: two models that must both answer (the lower probability decides). One is ``keyword_gate`` (placed
+    on ``threshold``) with its intercept raised by ``shift``; the other a gate over ``features`` fitted on those
+    queries, its intercept moved so that, with the first, no answerable set loses more than ``max_false`` of its
+    queries there, or one query (:func:`false_point`, the queries the first loses counted against each set's share).
+
+    A pair, not one model over both: Chinese questions asked of other articles align with the passages found almost as
+    well as answerable ones in other scripts, so one linear gate fitted on all scripts loses them (train: 58 -> 17%),
+    while the keyword leg's gate holds them; the alignment's gate holds what the keyword one misses (Thai, Hindi).
+
+    Raises:
+        ValueError: the keyword half alone loses more than a set may.
+    """
+    blind = _vector_dropped(rows)
+    second = fit_gate(blind, features)
+    answered = [(name, dict(zip(GATE_FEATURES, feats["both"]))) for name, feats, label in blind.gate if label]
+    for raised in (round(shift + 0.05 * i, 4) for i in range(41)):  # more only where the keyword half loses too many
+        first = Calibration(keyword_gate.features, keyword_gate.coef, round(keyword_gate.intercept + raised, 4),
+                            keyword_gate.fitted_on + f"; intercept raised by {raised:.2f}: one of a pair with a gate "
+                            "over the alignment")
+        answerable: dict[str, list[float]] = defaultdict(list)
+        lost: dict[str, int] = defaultdict(int)
+        for name, f in answered:
+            if answer_probability(f, first) < threshold:
+                lost[name] += 1
+            else:
+                answerable[name].append(answer_probability(f, second))
+        point = false_point(answerable, max_false, lost=lost)
+        if point > 0.0:
+            moved = _shift(second, point, threshold)
+            return first, Calibration(moved.features, moved.coef, moved.intercept, second.fitted_on
+                                      + f"; intercept moved so that the pair's {max_false:.2%} point is the threshold")
+    raise ValueError("the keyword gate alone abstains on more answerable queries than a set may lose")
+
+
+def _enough(rows: DecisionRows, least: int = 100) -> bool:
+    """Whether ``rows`` hold at least ``least`` answerable and ``least`` no-answer queries to fit a gate on."""
+    answerable = sum(r[2] for r in rows.gate)
+    return answerable >= least and len(rows.gate) - answerable >= least
 
 
 def _vector_took_part(rows: DecisionRows) -> DecisionRows:
     """``rows``' gate rows whose vector leg took part under the default config: not those where the adaptive step
     dropped a blind one (MiniLM on Arabic, Thai or Chinese), whose ``vector_top`` reads as having found nothing and
-    which the keyword leg's gate decides (:func:`~hybridmem.config.calibration.gate_model`)."""
-    i, nothing = GATE_FEATURES.index("vector_top"), logit(0.0)
-    return DecisionRows(order=rows.order, gate=[r for r in rows.gate if r[1]["both"][i] > nothing + 1e-6])
+    which the keyword leg's side decides (:func:`~hybridmem.config.calibration.gate_model`)."""
+    return DecisionRows(order=rows.order, gate=[r for r in rows.gate if not _dropped(r)])
+
+
+def _vector_dropped(rows: DecisionRows) -> DecisionRows:
+    """``rows``' gate rows whose vector leg was dropped (the others of :func:`_vector_took_part`)."""
+    return DecisionRows(order=rows.order, gate=[r for r in rows.gate if _dropped(r)])
+
+
+def _dropped(row: tuple[str, dict[str, list[float]], int]) -> bool:
+    """Whether the vector leg of a gate row was dropped: its ``vector_top`` reads as having found nothing."""
+    return row[1]["both"][GATE_FEATURES.index("vector_top")] <= logit(0.0) + 1e-6
 
 
 def _has_alignment(rows: DecisionRows) -> bool:
@@ -303,8 +395,6 @@ def _has_alignment(rows: DecisionRows) -> bool:
 
 def _answerable(rows_by_model: Mapping[str, DecisionRows], gates: Mapping[str, Calibration],
                 legs: str) -> dict[str, list[float]]:
-    from hybridmem.ranking.gate import answer_probability
-
     out: dict[str, list[float]] = defaultdict(list)
     for model, rows in rows_by_model.items():
         for name, feats, label in rows.gate:

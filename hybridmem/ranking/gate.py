@@ -30,7 +30,10 @@ query's top candidates of both legs:
 A logistic model over them (:class:`~hybridmem.config.calibration.Calibration`, fitted on the train splits of the
 answerable sets against the no-answer sets; numbers in :mod:`hybridmem.config.calibration`) gives the probability that
 the query has an answer in memory; ``rank()`` returns nothing below ``RankConfig.answer_threshold``. A leg that does
-not take part (weight 0, not searched, or dropped by the adaptive step as blind) reads as having found nothing.
+not take part (weight 0, not searched, or dropped by the adaptive step as blind) reads as having found nothing. Where
+MiniLM's blind vector leg is dropped and the candidates carry the alignment, two models must both answer (the lower
+probability decides): the keyword leg's gate, which tells questions on another topic, and one over the alignment,
+which tells questions that only share the words (:func:`~hybridmem.config.calibration.gate_model`).
 
 Example:
     >>> from hybridmem.config.calibration import Calibration
@@ -44,7 +47,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from hybridmem.config.calibration import Calibration
+from hybridmem.config.calibration import Gate
 from hybridmem.ranking.calibrate import sigmoid
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "GAP_DEPTH", "GATE_FEATURES", "answer_probability", "logit", "query_features"]
@@ -93,12 +96,15 @@ def logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-def answer_probability(features: Mapping[str, float], model: Calibration) -> float:
-    """The probability that the query has an answer, from the features ``model`` names.
+def answer_probability(features: Mapping[str, float], model: Gate) -> float:
+    """The probability that the query has an answer, from the features ``model`` names; for several models that
+    must all answer (a pair, :func:`~hybridmem.config.calibration.gate_model`), the lowest of theirs.
 
     Raises:
         KeyError: ``model`` names a feature ``features`` lacks.
     """
+    if isinstance(model, tuple):
+        return min(answer_probability(features, m) for m in model)
     z = model.intercept
     for name, c in zip(model.features, model.coef):
         z += c * features[name]

@@ -180,14 +180,15 @@ class RankMemo:
             return None
         return {t: bm25_idf(c.doc_count, n) for t, n in zip(c.query_tokens, c.term_docs)}
 
-    def answer(self, legs: Sequence[Leg], pool: int) -> float:
-        """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`)."""
-        key = (tuple(leg.scored.name for leg in legs), pool)
+    def answer(self, legs: Sequence[Leg], pool: int, blind: bool = False) -> float:
+        """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`);
+        ``blind``: the adaptive step dropped the vector leg (:func:`~hybridmem.config.calibration.gate_model`)."""
+        key = (tuple(leg.scored.name for leg in legs), pool, blind)
         got = self._answer.get(key)
         if got is None:
             got = self._answer[key] = answer_probability(
                 self.query_features(legs), gate_model(self.candidates.vector_model, {leg.scored.name for leg in legs},
-                                                      aligned=self.candidates.alignment is not None))
+                                                      aligned=self.candidates.alignment is not None, blind=blind))
         return got
 
     def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:

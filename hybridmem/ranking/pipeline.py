@@ -121,14 +121,16 @@ def rank(
     chunks = candidates.chunks
 
     legs = normalize(candidates, config, memo, *normalizers)
+    searched = {leg.scored.name for leg in legs}
     if config.adaptive:  # part of fusion: each leg's weight for this query (ranking/adaptive.py)
         legs, config = adapt(legs, candidates, config)
     if not legs:
         return Ranking(hits=(), candidates=(), rescued=False)
+    blind = "vector" in searched and all(leg.scored.name != "vector" for leg in legs)  # dropped by the adaptive step
     order, no_decay = memo.earlier_order(legs, config.pool)
     fused = memo.joint(legs, config) if fusion is None else fuse(fusion, legs, order, config.rrf_k)
     factor, decayed = decay(fused, order, chunks, config, time.time() if now is None else now, no_decay)
-    answer = memo.answer(legs, config.pool) if config.answer_threshold > 0.0 else None
+    answer = memo.answer(legs, config.pool, blind) if config.answer_threshold > 0.0 else None
     # The gate's probability scales every hit alike (the order stays): final = P(relevant | an answer) * P(answer).
     final: Mapping[int, float] = decayed if answer is None else _Scaled(decayed, answer)
     # stable: ties keep the earlier order; a positive factor leaves the order of the decayed scores as it is
