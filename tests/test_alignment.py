@@ -14,7 +14,7 @@ from hybridmem.embeddings.base import TokenStates
 from hybridmem.embeddings.e5 import E5Embedder
 from hybridmem.eval.abstention import confine
 from hybridmem.index import MemoryIndex
-from hybridmem.ranking import rank
+from hybridmem.ranking import RankMemo, rank
 from hybridmem.retrieve.alignment import Aligner, align_scores, top_passages
 
 E5 = "multilingual-e5-small"
@@ -283,14 +283,15 @@ def test_minilm_where_its_blind_leg_is_dropped_both_gates_of_the_pair_must_answe
             assert c.vector_model == MINILM and c.alignment is not None
             _, features = decision_features(c, DEFAULT_RANKING)
             assert features["vector_top"] == pytest.approx(-13.8155, abs=1e-3)  # the blind leg was dropped
-            r = rank(c, DEFAULT_RANKING)
+            memo = RankMemo(c)  # one memo for both rankings below, as the eval's sweep shares it
+            r = rank(c, DEFAULT_RANKING, memo=memo)
             both = [answer_probability(features, half) for half in pair]
             assert r.answer_probability == pytest.approx(min(both)), question
             if answer is None:
                 assert r.abstained and not r.hits, question
             else:
                 assert r.hits and answer in r.hits[0].text, question
-                chosen = rank(c, DEFAULT_RANKING.replace(vector_weight=0.0))  # keyword-only by choice: keyword gate
+                chosen = rank(c, DEFAULT_RANKING.replace(vector_weight=0.0), memo=memo)  # by choice: keyword gate
                 keyword = answer_probability(features, GATE_MODELS["keyword"])
                 assert chosen.answer_probability == pytest.approx(keyword) and keyword != pytest.approx(min(both))
     finally:

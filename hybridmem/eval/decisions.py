@@ -244,7 +244,7 @@ def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MA
     Example:
         >>> round(false_point({"a": [0.9, 0.8, 0.2, 0.95]}, max_false=0.25), 2)
         0.5
-        >>> false_point({"a": [0.9, 0.8, 0.95]}, max_false=0.25, lost={"a": 1})  # its one query is lost already
+        >>> round(false_point({"a": [0.9, 0.8, 0.95]}, max_false=0.25, lost={"a": 1}), 3)  # one query lost already
         0.8
         >>> false_point({"a": [0.9, 0.95]}, max_false=0.25, lost={"a": 2})
         0.0
@@ -268,8 +268,9 @@ def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MA
         return 1.0  # no set can lose more than it may
     top = float(min(keeps))
     under = [float(v[v < top].max()) for v in values.values() if (v < top).any()]
-    if not under:
-        return top
+    if not under:  # the binding query is the lowest of all (another gate spent the share): just under it
+        edge = min(max(top, 1e-300), 1.0 - 1e-16)
+        return float(1.0 / (1.0 + math.exp(-(math.log(edge / (1.0 - edge)) - 1e-3))))
     pair = np.clip(np.array([max(under), top]), 1e-300, 1.0 - 1e-16)
     return float(1.0 / (1.0 + math.exp(-float(np.log(pair / (1.0 - pair)).mean()))))
 
