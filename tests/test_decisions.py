@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hybridmem.config import DEFAULT_RANKING, PRESETS, RankConfig
 from hybridmem.config.calibration import GATE_MODELS, JOINT_FEATURES, JOINT_MODEL, JOINT_MODELS, Calibration, joint_model
 from hybridmem.errors import ConfigError
+from hybridmem.eval.decisions import DecisionRows
 from hybridmem.ranking import rank
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, query_features
 from hybridmem.ranking.pipeline import decision_features
@@ -224,22 +225,32 @@ def test_false_point_lies_halfway_between_the_last_query_lost_and_the_first_kept
     assert false_point({"one": [0.5]}) == 1.0 and false_point({}) == 0.0  # losing its only query is within bounds
 
 
+def _rows(rng: np.random.Generator) -> DecisionRows:
+    """Decision rows with one order row (the gate fits do not read it), for gate rows to be added."""
+    return DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+
+
+def _row(name: str, features: list[float], label: int) -> tuple[str, dict[str, list[float]], int]:
+    """A gate row whose features read the same whichever legs take part."""
+    return name, {"both": features, "keyword": features, "vector": features}, label
+
+
 def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> None:
     """A model whose rows carry the token alignment gets ``<model>|aligned``, which learns it and crosses the shared
     threshold where its own 2% false-abstention point lies; rows without it (MiniLM) get none."""
-    from hybridmem.eval.decisions import DecisionRows, _answerable, false_point, fit_rows
+    from hybridmem.eval.decisions import _answerable, false_point, fit_rows
 
     rng = np.random.default_rng(3)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
 
     def rows(aligned: bool) -> DecisionRows:
-        out = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+        out = _rows(rng)
         for label in (1, 0):
             for i in range(300):
                 f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
                 f[col["vector_top"]] += 0.5 * label  # a weak signal everywhere
                 f[col["align_mean"]] = (0.9 if label else 0.7) + rng.normal(0, 0.05) if aligned else 0.0
-                out.gate.append(("a" if label else "none", {"both": f, "keyword": f, "vector": f}, label))
+                out.gate.append(_row("a" if label else "none", f, label))
         return out
 
     e5, minilm = rows(True), rows(False)
@@ -262,11 +273,11 @@ def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
     """Where the adaptive step dropped a blind vector leg (``vector_top`` reads as having found nothing) the keyword
     leg's gate decides, so those rows neither fit a gate of both legs (the aligned one, or a model's plain one) nor
     set its 2% point."""
-    from hybridmem.eval.decisions import DecisionRows, _answerable, fit_rows
+    from hybridmem.eval.decisions import _answerable, fit_rows
 
     rng = np.random.default_rng(4)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
-    rows = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+    rows = _rows(rng)
     for label in (1, 0):
         for i in range(400):
             dropped = i % 4 == 0
@@ -277,8 +288,7 @@ def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
                 f[col["align_mean"]] = 0.6 if label else 0.95
                 f[col["vector_gap"]] = 0.0 if label else 0.2
                 f[col["vector_top"]] = logit(0.0)
-            rows.gate.append((("a" if label else "none") + ("-blind" * dropped), {"both": f, "keyword": f, "vector": f},
-                              label))
+            rows.gate.append(_row(("a" if label else "none") + ("-blind" * dropped), f, label))
     d = fit_rows({"multilingual-e5-small": rows, "all-MiniLM-L6-v2": rows})
     for name, signal in (("multilingual-e5-small|aligned", "align_mean"), ("all-MiniLM-L6-v2|aligned", "align_mean"),
                          ("multilingual-e5-small", "vector_gap"), ("all-MiniLM-L6-v2", "vector_gap")):
@@ -292,16 +302,16 @@ def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
 def test_where_the_vector_leg_is_dropped_a_pair_of_gates_shares_the_false_abstention() -> None:
     """A model whose rows carry the alignment and hold queries whose blind vector leg was dropped gets
     ``<model>|keyword+aligned``: the keyword leg's gate (its intercept raised) and a gate over the alignment, fitted on
-    those queries, that must both answer; together they keep each answerable set there within its 2% and abstain on
+    those queries, that must both answer; together they keep each answerable set there within its share and abstain on
     more than the keyword gate alone. Rows without such queries (e5's) get none."""
-    from hybridmem.eval.decisions import PAIR_MAX_FALSE, PAIR_SHIFT, DecisionRows, fit_rows
+    from hybridmem.eval.decisions import PAIR_MAX_FALSE, PAIR_SHIFT, fit_rows
     from hybridmem.ranking.gate import answer_probability
 
     rng = np.random.default_rng(5)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
 
     def rows(blind: bool) -> DecisionRows:
-        out = DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+        out = _rows(rng)
         for label in (1, 0):
             for i in range(800):
                 f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
@@ -312,8 +322,7 @@ def test_where_the_vector_leg_is_dropped_a_pair_of_gates_shares_the_false_absten
                 f[col["align_mean"]] = (0.9 if label or i % 2 == 1 else 0.75) + rng.normal(0, 0.03)
                 if dropped:
                     f[col["vector_top"]] = logit(0.0)
-                out.gate.append((("a" if label else "none") + ("-blind" if dropped else ""),
-                                 {"both": f, "keyword": f, "vector": f}, label))
+                out.gate.append(_row(("a" if label else "none") + ("-blind" if dropped else ""), f, label))
         return out
 
     e5, minilm = rows(False), rows(True)
@@ -336,7 +345,7 @@ def test_the_pair_counts_what_its_keyword_half_loses_and_gives_it_up_where_it_mu
     """The pair's budget covers both halves: the answerable queries the keyword half loses count against each set's
     share, so the alignment's half loses only what is left; where the keyword half alone loses more than a set may,
     its intercept is raised further; where no raise is enough, the fit warns and ships no pair."""
-    from hybridmem.eval.decisions import KEYWORD_USED, PAIR_MAX_FALSE, PAIR_SHIFT, DecisionRows, _shift, fit_pair
+    from hybridmem.eval.decisions import KEYWORD_USED, PAIR_MAX_FALSE, PAIR_SHIFT, _shift, fit_pair
     from hybridmem.ranking.gate import answer_probability
 
     rng = np.random.default_rng(6)
@@ -348,7 +357,7 @@ def test_the_pair_counts_what_its_keyword_half_loses_and_gives_it_up_where_it_mu
             f[col["vector_top"]] = logit(0.0)
             f[col["keyword_top"]] = rng.normal(1.0 if label else -1.0, 1.0)
             f[col["align_mean"]] = rng.normal(0.85 if label else 0.75, 0.05)
-            rows.gate.append(("a" if label else "none", {"both": f, "keyword": f, "vector": f}, label))
+            rows.gate.append(_row("a" if label else "none", f, label))
     answerable = [dict(zip(GATE_FEATURES, r[1]["both"])) for r in rows.gate if r[2]]
     keyword = Calibration(KEYWORD_USED, (1.0, 0.0, 0.0), 0.0)
 
@@ -379,14 +388,14 @@ def test_fit_rows_ships_no_pair_it_cannot_place(monkeypatch: pytest.MonkeyPatch)
 
     rng = np.random.default_rng(7)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
-    rows = decisions.DecisionRows(order=[("s", rng.random((6, len(JOINT_FEATURES))), np.array([1, 0, 0, 0, 0, 0]))])
+    rows = _rows(rng)
     for label in (1, 0):
         for i in range(400):
             f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
             f[col["align_mean"]] = (0.9 if label else 0.7) + rng.normal(0, 0.05)
             if i % 2:
                 f[col["vector_top"]] = logit(0.0)
-            rows.gate.append(("a" if label else "none", {"both": f, "keyword": f, "vector": f}, label))
+            rows.gate.append(_row("a" if label else "none", f, label))
 
     def cannot(*_: object, **__: object) -> None:
         raise ValueError("the keyword gate alone abstains on more answerable queries than a set may lose")
@@ -398,7 +407,7 @@ def test_fit_rows_ships_no_pair_it_cannot_place(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None:
-    from hybridmem.eval.decisions import DecisionRows, fit_order
+    from hybridmem.eval.decisions import fit_order
 
     rng = np.random.default_rng(1)
     rows = DecisionRows()

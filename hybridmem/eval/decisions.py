@@ -345,18 +345,19 @@ def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
     """
     blind = _vector_dropped(rows)
     second = fit_gate(blind, features)
-    answered = [(name, dict(zip(GATE_FEATURES, feats["both"]))) for name, feats, label in blind.gate if label]
+    answered = [(name, f, answer_probability(f, second)) for name, f in
+                ((name, dict(zip(GATE_FEATURES, feats["both"]))) for name, feats, label in blind.gate if label)]
     for raised in (round(shift + 0.05 * i, 4) for i in range(41)):  # more only where the keyword half loses too many
         first = Calibration(keyword_gate.features, keyword_gate.coef, round(keyword_gate.intercept + raised, 4),
                             keyword_gate.fitted_on + f"; intercept raised by {raised:.2f}: one of a pair with a gate "
                             "over the alignment")
         answerable: dict[str, list[float]] = defaultdict(list)
         lost: dict[str, int] = defaultdict(int)
-        for name, f in answered:
+        for name, f, p in answered:
             if answer_probability(f, first) < threshold:
                 lost[name] += 1
             else:
-                answerable[name].append(answer_probability(f, second))
+                answerable[name].append(p)
         point = false_point(answerable, max_false, lost=lost)
         if point > 0.0:
             moved = _shift(second, point, threshold)
