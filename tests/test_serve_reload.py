@@ -99,7 +99,8 @@ def test_a_rebuild_keeps_searches_hybrid_and_unstalled_until_the_swap(tmp_path: 
                 for seconds, out in during:
                     assert out["fallback"] is False and out.get("fallback_reason") is None, out.get("fallback_reason")
                     assert out["results"][0]["vector_rank"] is not None and out["results"][0]["vector_score"] > 0
-                    assert seconds < 0.8, f"a search during the rebuild took {seconds:.2f} s"
+                    # the rebuild is held for 60 s: a search that waited for it would take that long
+                    assert seconds < 10, f"a search during the rebuild took {seconds:.2f} s"
 
                 srv.gate.set()
                 deadline = time.monotonic() + 60
@@ -179,16 +180,17 @@ def test_a_rebuild_with_the_default_model_never_answers_keyword_only(tmp_path: P
             before = (await call("memory_status", {}))["settings_hash"]
             (ws / "hybridmem.toml").write_text("[chunking]\noverlap = 0\n", encoding="utf-8")
             during, deadline = [], time.monotonic() + 120
+            t0 = time.perf_counter()
             while (await call("memory_status", {}))["settings_hash"] == before:
                 assert time.monotonic() < deadline, "the rebuilt index was never swapped in"
-                t0 = time.perf_counter()
-                out = await call("memory_search", {"query": QUERY})
-                during.append((time.perf_counter() - t0, out))
+                during.append(await call("memory_search", {"query": QUERY}))
                 await asyncio.sleep(0.25)  # leave the cores to the rebuild
-            assert during, "the rebuild ended before a search could run during it"
-            for seconds, out in during:
+            rebuild = time.perf_counter() - t0
+            # A search that waited for the rebuild's model would return only after the swap, so the loop would end
+            # after one. Each status check that still saw the old generation followed a search that had returned.
+            assert len(during) >= 3, f"{len(during)} searches in a {rebuild:.1f} s rebuild: did they wait for it?"
+            for out in during:
                 assert out["fallback"] is False and out["results"][0]["vector_rank"] is not None
-                assert seconds < 0.9, f"a search during the rebuild took {seconds:.2f} s"
             assert (await call("memory_status", {}))["chunks"] < 65  # no overlap: fewer chunks
 
     asyncio.run(main())
