@@ -272,18 +272,32 @@ def fts_query(query: str, config: TokenizerConfig | None = None) -> str | None:
     """A safe FTS5 MATCH expression for ``query``, or None when it has no searchable term.
 
     Terms are quoted tokens of letters, marks and digits joined by OR (default) or AND, so user-typed FTS5 syntax
-    (quotes, NEAR, ``*``, ``-``, ``column:``, parentheses, AND/OR) is searched as plain words, never interpreted.
+    (quotes, NEAR, ``*``, ``-``, ``column:``, parentheses, AND/OR) is searched as plain words, never interpreted. A
+    term FTS5's tokenizer reads as nothing (:func:`fts_tokens`: a run of Thai or Khmer punctuation such as ``๏``,
+    which the space-less scripts' n-grams keep) is left out: as a phrase of no token it would match no row.
 
     Example:
         >>> fts_query('NEAR("x" y) OR title:z*')
         '"near" OR "x" OR "y" OR "titl" OR "z"'
+        >>> fts_query("๏"), fts_query("๏ payment")
+        (None, '"payment"')
     """
     cfg = config or _DEFAULT
-    terms = query_terms(query, cfg)
+    terms = fts_terms(query, cfg)
     if not terms:
         return None
     joiner = " AND " if cfg.query_mode == "and" else " OR "
     return joiner.join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def fts_terms(query: str, config: TokenizerConfig | None = None) -> list[str]:
+    """The :func:`query_terms` that FTS5's tokenizer reads as at least one token: what :func:`fts_query` searches.
+
+    Example:
+        >>> fts_terms("๏ payment")
+        ['payment']
+    """
+    return [t for t in query_terms(query, config) if fts_tokens(t)]
 
 
 def fts_tokenizer_spec() -> str:

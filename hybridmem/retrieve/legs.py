@@ -15,7 +15,7 @@ from hybridmem.config import TokenizerConfig
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import IndexStore
-from hybridmem.tokenization import fts_query, fts_tokens, query_terms
+from hybridmem.tokenization import fts_query, fts_terms, fts_tokens, query_terms
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def keyword_leg(
         return []
     rows = None
     if memory is not None:
-        rows = memory.search(query_terms(query, tokenizer), pool, scope.source, scope.path_prefix,
+        rows = memory.search(fts_terms(query, tokenizer), pool, scope.source, scope.path_prefix,
                              require_all=tokenizer.query_mode == "and")
     if rows is None:
         rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
