@@ -186,8 +186,9 @@ def test_a_rebuild_with_the_default_model_never_answers_keyword_only(tmp_path: P
                 during.append(await call("memory_search", {"query": QUERY}))
                 await asyncio.sleep(0.25)  # leave the cores to the rebuild
             rebuild = time.perf_counter() - t0
-            # A search that waited for the rebuild's model would return only after the swap, so the loop would end
-            # after one. Each status check that still saw the old generation followed a search that had returned.
+            # A search that waited for the rebuild's model would return only after the swap and end the loop: two
+            # searches at most (the one whose call applied the change, and the one that waited). Each status check
+            # that still saw the old generation followed a search that had returned.
             assert len(during) >= 3, f"{len(during)} searches in a {rebuild:.1f} s rebuild: did they wait for it?"
             for out in during:
                 assert out["fallback"] is False and out["results"][0]["vector_rank"] is not None
