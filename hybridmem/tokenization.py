@@ -32,7 +32,7 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from hybridmem.config import TokenizerConfig
 
@@ -282,11 +282,14 @@ def fts_query(query: str, config: TokenizerConfig | None = None) -> str | None:
         >>> fts_query("๏"), fts_query("๏ payment")
         (None, '"payment"')
     """
-    cfg = config or _DEFAULT
-    terms = fts_terms(query, cfg)
+    return fts_match(fts_terms(query, config), config)
+
+
+def fts_match(terms: Sequence[str], config: TokenizerConfig | None = None) -> str | None:
+    """The MATCH expression of :func:`fts_terms` already read (a caller that needs the terms too reads them once)."""
     if not terms:
         return None
-    joiner = " AND " if cfg.query_mode == "and" else " OR "
+    joiner = " AND " if (config or _DEFAULT).query_mode == "and" else " OR "
     return joiner.join('"' + t.replace('"', '""') + '"' for t in terms)
 
 

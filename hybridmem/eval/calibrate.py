@@ -179,7 +179,8 @@ def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibrat
         for i, c in enumerate(parts):  # several models that must all answer: a tuple
             head, tail = cal(c, "        ")
             opening = "(" if isinstance(gate, tuple) and i == 0 else ""
-            closing = ("," if len(parts) == 1 else "") + ")" if isinstance(gate, tuple) and i == len(parts) - 1 else ""
+            last = isinstance(gate, tuple) and i == len(parts) - 1
+            closing = ("," if len(parts) == 1 else "") + ")" if last else ""  # a one-gate tuple keeps its comma
             lines += [f"    {text(model)}: {opening}{head}" if i == 0 else f"        {head}", tail + closing + ","]
     lines.append("}")
     lines.append(f"ANSWER_THRESHOLD = {threshold!r}")

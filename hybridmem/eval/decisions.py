@@ -268,11 +268,15 @@ def false_point(answerable: Mapping[str, Sequence[float]], max_false: float = MA
         return 1.0  # no set can lose more than it may
     top = float(min(keeps))
     under = [float(v[v < top].max()) for v in values.values() if (v < top).any()]
-    if not under:  # the binding query is the lowest of all (another gate spent the share): just under it
-        edge = min(max(top, 1e-300), 1.0 - 1e-16)
-        return float(1.0 / (1.0 + math.exp(-(math.log(edge / (1.0 - edge)) - 1e-3))))
-    pair = np.clip(np.array([max(under), top]), 1e-300, 1.0 - 1e-16)
-    return float(1.0 / (1.0 + math.exp(-float(np.log(pair / (1.0 - pair)).mean()))))
+
+    def odds(p: float) -> float:
+        p = min(max(p, 1e-300), 1.0 - 1e-16)
+        return math.log(p / (1.0 - p))
+
+    # halfway to the nearest probability under it; when the binding query is the lowest of all (another gate spent
+    # the share), 0.001 logits under it
+    low = odds(max(under)) if under else odds(top) - 2e-3
+    return float(1.0 / (1.0 + math.exp(-(low + odds(top)) / 2.0)))
 
 
 def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[str],
@@ -345,8 +349,11 @@ def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
     """
     blind = _vector_dropped(rows)
     second = fit_gate(blind, features)
-    answered = [(name, f, answer_probability(f, second)) for name, f in
-                ((name, dict(zip(GATE_FEATURES, feats["both"]))) for name, feats, label in blind.gate if label)]
+    answered = []  # each answerable query's features and the second half's probability, read once
+    for name, feats, label in blind.gate:
+        if label:
+            f = dict(zip(GATE_FEATURES, feats["both"]))
+            answered.append((name, f, answer_probability(f, second)))
     for raised in (round(shift + 0.05 * i, 4) for i in range(41)):  # more only where the keyword half loses too many
         first = Calibration(keyword_gate.features, keyword_gate.coef, round(keyword_gate.intercept + raised, 4),
                             keyword_gate.fitted_on + f"; intercept raised by {raised:.2f}: one of a pair with a gate "

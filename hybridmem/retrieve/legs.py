@@ -15,7 +15,7 @@ from hybridmem.config import TokenizerConfig
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.records import Candidates, ChunkInfo, LegHit, TokenSet
 from hybridmem.store import IndexStore
-from hybridmem.tokenization import fts_query, fts_terms, fts_tokens, query_terms
+from hybridmem.tokenization import fts_match, fts_terms, fts_tokens, query_terms
 
 
 @dataclass(frozen=True)
@@ -34,12 +34,13 @@ def keyword_leg(
     ``memory``, an in-memory copy of the FTS5 postings, computes the same scores bit for bit about 10x faster
     (see :mod:`hybridmem.retrieve.keywords`); queries it cannot answer exactly (FTS5 phrases) go to FTS5.
     """
-    match = fts_query(query, tokenizer)
+    terms = fts_terms(query, tokenizer)
+    match = fts_match(terms, tokenizer)
     if match is None or pool <= 0:
         return []
     rows = None
     if memory is not None:
-        rows = memory.search(fts_terms(query, tokenizer), pool, scope.source, scope.path_prefix,
+        rows = memory.search(terms, pool, scope.source, scope.path_prefix,
                              require_all=tokenizer.query_mode == "and")
     if rows is None:
         rows = store.keyword_search(match, pool, scope.source, scope.path_prefix)
