@@ -214,7 +214,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             a = resp.candidates.alignment
             print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
                   f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
-                  f"same pieces {a[3]:.2f}"))
+                  f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
         for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),

@@ -154,9 +154,9 @@ class Candidates:
     doc_count: int = 0
     term_docs: tuple[int, ...] = ()
     # The query's token alignment with its top passages, (mean, lower quartile, surprisal-weighted mean, weighted
-    # share of exact pieces) (hybridmem.retrieve.alignment), for the answer gate; None when the embedder gives no
-    # token states.
-    alignment: tuple[float, float, float, float] | None = None
+    # share of exact pieces, centred mean) (hybridmem.retrieve.alignment), for the answer gate; None when the embedder
+    # gives no token states.
+    alignment: tuple[float, float, float, float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,7 @@ def test_the_answering_passage_aligns_better_than_an_unrelated_one(e5: E5Embedde
     aligner = Aligner(e5.token_states)
     good, bad = aligner.scores(question, [answer]), aligner.scores(question, [other])
     assert good[0] > bad[0] + 0.05 and good[1] > bad[1] and good[2] > bad[2] + 0.05 and good[3] > bad[3]
+    assert good[4] > bad[4]  # the best matches stand further above the rest of the answering passage
     assert aligner.scores(question, [other, answer]) == good  # the best passage of the lot
 
 
@@ -103,13 +104,37 @@ def test_aligner_reads_each_passage_once() -> None:
 
     aligner = Aligner(states, cache=2)
     first = aligner.scores("q", ["a", "bb", "a"])
-    assert first == (1.0, 1.0, 1.0, 1.0)  # the query's two tokens, both in "bb"
+    assert first[:4] == (1.0, 1.0, 1.0, 1.0)  # the query's two tokens, both in "bb"
     assert aligner.passages_read == 2 and calls[-1] == (("a", "bb"), False)
     assert aligner.scores("q", ["bb", "a"]) == first and aligner.passages_read == 2
     aligner.scores("q", ["ccc"])  # evicts the least recently used ("bb")
     aligner.scores("q", ["bb"])
     assert aligner.passages_read == 4
     assert Aligner(lambda *a: None).scores("q", ["a"]) is None
+
+
+def test_aligner_keeps_at_most_its_byte_budget() -> None:
+    aligner = Aligner(lambda texts, *_: [_states([0, 1, 2, 3][:len(t)]) for t in texts], cache_bytes=20)
+    aligner.scores("q", ["aa", "bbb"])  # float16 4-dim vectors: 16 and 24 bytes
+    assert aligner.cached_bytes == 0  # the newest alone is over the budget
+    aligner = Aligner(lambda texts, *_: [_states([0, 1, 2, 3][:len(t)]) for t in texts], cache_bytes=40)
+    aligner.scores("q", ["aa", "bbb"])
+    aligner.scores("q", ["c"])  # 8 more bytes: the least recently used goes
+    assert aligner.cached_bytes == 32 and aligner.passages_read == 3
+    aligner.scores("q", ["bbb", "c"])
+    assert aligner.passages_read == 3
+
+
+def test_the_alignment_reads_a_long_passage_to_its_end(e5: E5Embedder) -> None:
+    """An answer that lies past the first 200 pieces of its chunk is read (the encoder's whole window, 510)."""
+    question, answer, _ = CASES["th"]
+    filler = " ".join(CASES[lang][2] for lang in ("en", "zh", "vi", "ar")) * 5
+    long = filler + "\n\n" + answer
+    aligner = Aligner(e5.token_states)
+    n = len(e5.token_states([long], False, 1000)[0].ids)
+    assert 250 < n < 480, n  # the answer starts past piece 250
+    got, without = aligner.scores(question, [long]), aligner.scores(question, [filler])
+    assert got[0] > without[0] + 0.05 and got[3] > 0.5 and without[3] == 0.0  # the answer's own pieces were read
 
 
 def _states(ids: list[int], weights: list[float] | None = None) -> TokenStates:
@@ -121,17 +146,19 @@ def _states(ids: list[int], weights: list[float] | None = None) -> TokenStates:
 def test_align_scores_mean_lower_quartile_and_the_weighted_pair() -> None:
     q = _states([0, 1, 2, 3], [1.0, 1.0, 1.0, 5.0])  # the last token rare
     common, rare = _states([0, 1]), _states([3])
-    assert align_scores(q, [common]) == (0.5, 0.0, 0.25, 0.25)
-    # the plain mean picks the passage with the common half, the weighted one the passage with the rare token
-    assert align_scores(q, [common, rare]) == (0.5, 0.0, 0.625, 0.625)
+    assert align_scores(q, [common]) == (0.5, 0.0, 0.25, 0.25, 0.25)  # centred: 0.5 less the mean cosine 0.25
+    # the plain mean picks the passage with the common half, the weighted one the passage with the rare token, the
+    # centred one the passage whose best matches stand highest above its mean (the one token's 0.25 - 0.25 less)
+    assert align_scores(q, [common, rare]) == (0.5, 0.0, 0.625, 0.625, 0.25)
     # a passage token close to (not the same as) the query's counts in the mean, not in the exact share
     near = TokenStates(np.array([[0.0, 0.0, 0.6, 0.8]], dtype=np.float32), np.array([9], dtype=np.int32),
                        np.ones(1, dtype=np.float32))
-    mean, _, weighted, exact = align_scores(q, [near])
+    mean, _, weighted, exact, centred = align_scores(q, [near])
     assert mean == pytest.approx(0.35) and weighted == pytest.approx((0.6 + 0.8 * 5) / 8) and exact == 0.0
-    assert align_scores(q, []) == (0.0,) * 4 and align_scores(_states([]), [common]) == (0.0,) * 4
+    assert centred == pytest.approx(0.0)  # one passage token: its best match is all of it
+    assert align_scores(q, []) == (0.0,) * 5 and align_scores(_states([]), [common]) == (0.0,) * 5
     # weights that sum to 0 (an embedder without surprisal) count every token alike
-    assert align_scores(_states([0, 3], [0.0, 0.0]), [common]) == (0.5, 0.25, 0.5, 0.5)
+    assert align_scores(_states([0, 3], [0.0, 0.0]), [common]) == (0.5, 0.25, 0.5, 0.5, 0.25)
 
 
 @pytest.fixture(scope="module")

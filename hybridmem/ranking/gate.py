@@ -25,7 +25,10 @@ query's top candidates of both legs:
   and the lower quartile over the query's tokens of each one's best cosine with a token of the passage. Unlike the
   others it reads the text, so it tells a passage about the thing asked from one that only shares its words or topic;
 - ``align_weighted`` and ``align_exact``: the same mean with each query token weighted by its surprisal (a common
-  piece weighs least), and the weighted share of query tokens whose best match is the same piece.
+  piece weighs least), and the weighted share of query tokens whose best match is the same piece;
+- ``align_centred``: per query token, its best cosine less its mean cosine with the passage's tokens, averaged over
+  the query's tokens, the highest over the top passages: where a language's token states all lie close together,
+  any passage's best matches are high, and so is the rest of it.
 
 A logistic model over them (:class:`~hybridmem.config.calibration.Calibration`, fitted on the train splits of the
 answerable sets against the no-answer sets; numbers in :mod:`hybridmem.config.calibration`) gives the probability that
@@ -54,7 +57,7 @@ __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "GAP_DEPTH", "GATE_FEATURES", "answe
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
-ALIGN_FEATURES = ("align_mean", "align_q25", "align_weighted", "align_exact")  # Candidates.alignment, in its order
+ALIGN_FEATURES = ("align_mean", "align_q25", "align_weighted", "align_exact", "align_centred")  # Candidates.alignment
 GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
                  "log_terms", "idf_coverage_top", *ALIGN_FEATURES)
 
@@ -62,7 +65,7 @@ GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "covera
 def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
                    keyword_ids: Sequence[int], keyword_probs: Sequence[float], coverages: Sequence[float],
                    n_terms: int, found_terms: int = 0, idf_coverages: Sequence[float] | None = None,
-                   alignment: tuple[float, float, float, float] | None = None) -> dict[str, float]:
+                   alignment: tuple[float, ...] | None = None) -> dict[str, float]:
     """Every feature of :data:`GATE_FEATURES` for one query (see the module doc). Each leg's sequences are in rank
     order; an empty leg gives its features 0; ``coverages[i]`` is the share of the query's distinct terms that keyword
     hit ``i``'s chunk holds; ``found_terms`` how many of the query's ``n_terms`` distinct terms some pooled chunk

@@ -16,8 +16,8 @@ interaction of ColBERT, with the embedding model's own states and no training of
   words); the passage with the highest weighted mean gives the query's ``weighted`` and ``exact``.
 
 Read over :data:`DEPTH` passages from the top of each leg (the same ones whichever ranking config runs), each cut to
-its first :data:`MAX_TOKENS` tokens, the query to :data:`QUERY_TOKENS`. The token states are e5's (its fast
-path): the embedder's own when it is e5, the bundled e5's when the vector leg's model gives none but has an aligned
+its first :data:`MAX_TOKENS` tokens (the encoder's whole window: an answer may lie late in a long chunk), the query
+to :data:`QUERY_TOKENS`. The token states are e5's (its fast path): the embedder's own when it is e5, the bundled e5's when the vector leg's model gives none but has an aligned
 gate (all-MiniLM-L6-v2; ``Retriever.align``); otherwise ``Candidates.alignment`` stays None and the gate without it
 decides. Chosen on train splits, measured on test ones (``docs/ranking.md``).
 
@@ -26,10 +26,10 @@ Example:
     >>> def text(ids, weights):                                  # token i's vector: the i-th unit vector
     ...     return TokenStates(np.eye(4, dtype=np.float32)[ids], np.array(ids), np.array(weights, np.float32))
     >>> q = text([0, 1], [1.0, 3.0])                             # a common token and a rare one
-    >>> align_scores(q, [text([0, 2], [1, 1]), text([0, 1, 2], [1, 1, 1])])
-    (1.0, 1.0, 1.0, 1.0)
+    >>> [round(x, 3) for x in align_scores(q, [text([0, 2], [1, 1]), text([0, 1, 2], [1, 1, 1])])]
+    [1.0, 1.0, 1.0, 1.0, 0.667]
     >>> align_scores(q, [text([0, 2], [1, 1])])                    # holds the common one only
-    (0.5, 0.25, 0.25, 0.25)
+    (0.5, 0.25, 0.25, 0.25, 0.25)
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ import numpy as np
 from hybridmem.embeddings.base import TokenStates
 from hybridmem.records import Candidates
 
-__all__ = ["DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores", "top_passages"]
+__all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores", "top_passages"]
 
 DEPTH = 3  # passages from the top of each leg
-MAX_TOKENS = 200  # a passage's first tokens read
+MAX_TOKENS = 510  # a passage's first tokens read: all e5 reads at once (512 positions less two markers)
 QUERY_TOKENS = 64
-CACHE_PASSAGES = 512  # passages' token states kept (float16, up to ~150 KB each)
+CACHE_PASSAGES = 512  # passages' token states kept (float16, 768 bytes a token: up to ~390 KB each)
+CACHE_BYTES = 80 << 20  # and at most this many bytes of them
 
 ReadTokens = Callable[[Sequence[str], bool, int], "list[TokenStates] | None"]
 
@@ -61,14 +62,17 @@ def top_passages(c: Candidates, depth: int = DEPTH) -> list[int]:
     return list(dict.fromkeys(i for i in ids if i in c.chunks))
 
 
-def align_scores(query: TokenStates, passages: Sequence[TokenStates]) -> tuple[float, float, float, float]:
-    """``(mean, q25, weighted, exact)`` (see the module doc) over the query's tokens of each one's best cosine with a
-    token of a passage: ``mean`` and ``q25`` from the passage whose mean is highest, ``weighted`` and ``exact`` from
-    the one whose surprisal-weighted mean is; zeros when the query or every passage has no token."""
+def align_scores(query: TokenStates,
+                 passages: Sequence[TokenStates]) -> tuple[float, float, float, float, float]:
+    """``(mean, q25, weighted, exact, centred)`` (see the module doc) over the query's tokens of each one's best cosine
+    with a token of a passage: ``mean`` and ``q25`` from the passage whose mean is highest, ``weighted`` and ``exact``
+    from the one whose surprisal-weighted mean is, ``centred`` the highest over the passages; zeros when the query or
+    every passage has no token."""
     plain: tuple[float, float] = (0.0, 0.0)
     weighted: tuple[float, float] = (0.0, 0.0)
+    centred = 0.0
     if not len(query.vectors):
-        return (*plain, *weighted)
+        return (*plain, *weighted, centred)
     w = query.weights.astype(np.float64)
     w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
     for p in passages:
@@ -78,22 +82,23 @@ def align_scores(query: TokenStates, passages: Sequence[TokenStates]) -> tuple[f
         j = sim.argmax(axis=1)
         m = sim[np.arange(len(j)), j]
         mean = float(m.mean())
+        centred = max(centred, mean - float(sim.mean()))
         if mean > plain[0]:
             plain = (mean, float(np.quantile(m, 0.25)))
         wmean = float(m @ w)
         if wmean > weighted[0]:
             weighted = (wmean, float(w @ (p.ids[j] == query.ids)))
-    return (*plain, *weighted)
+    return (*plain, *weighted, centred)
 
 
 class Aligner:
     """Computes ``Candidates.alignment`` with ``token_states`` (an embedder's), remembering recent passages' states
-    (a memory's top passages recur across queries) up to :data:`CACHE_PASSAGES`."""
+    (a memory's top passages recur across queries) up to :data:`CACHE_PASSAGES` of them and :data:`CACHE_BYTES`."""
 
-    def __init__(self, token_states: ReadTokens, cache: int = CACHE_PASSAGES) -> None:
+    def __init__(self, token_states: ReadTokens, cache: int = CACHE_PASSAGES, cache_bytes: int = CACHE_BYTES) -> None:
         self._states = token_states
         self._cache: OrderedDict[str, TokenStates] = OrderedDict()
-        self._size = cache
+        self._size, self._budget, self.cached_bytes = cache, cache_bytes, 0
         self._lock = threading.Lock()
         self.passages_read = 0  # passages run through the encoder (cache misses)
 
@@ -112,12 +117,15 @@ class Aligner:
             self.passages_read += len(missing)
             with self._lock:
                 for k, s in zip(missing, got):
+                    if k in self._cache:  # read by another thread meanwhile
+                        self.cached_bytes -= self._cache.pop(k).vectors.nbytes
                     have[k] = self._cache[k] = s._replace(vectors=s.vectors.astype(np.float16))
-                while len(self._cache) > self._size:
-                    self._cache.popitem(last=False)
+                    self.cached_bytes += have[k].vectors.nbytes
+                while self._cache and (len(self._cache) > self._size or self.cached_bytes > self._budget):
+                    self.cached_bytes -= self._cache.popitem(last=False)[1].vectors.nbytes
         return [have[k] for k in keys]
 
-    def scores(self, query: str, texts: Sequence[str]) -> tuple[float, float, float, float] | None:
+    def scores(self, query: str, texts: Sequence[str]) -> tuple[float, float, float, float, float] | None:
         """:func:`align_scores` of ``query`` over ``texts``; None when the embedder cannot give token states."""
         q = self._states([query], True, QUERY_TOKENS)
         if q is None:
