@@ -13,13 +13,17 @@ interaction of ColBERT, with the embedding model's own states and no training of
 - the same mean with each query token weighted by its surprisal (``-log p`` of its piece in the tokenizer's unigram
   model, fitted on the model's multilingual training text: "▁the", "的", "của" weigh least, a name most), and the
   weighted share of query tokens whose best match is the same piece (the passage says the question's own rare
-  words); the passage with the highest weighted mean gives the query's ``weighted`` and ``exact``.
+  words); the passage with the highest weighted mean gives the query's ``weighted`` and ``exact``;
+- per query token, its best cosine less its mean cosine with the passage's tokens, averaged (how far the best match
+  stands above the rest of the passage: where a language's token states all lie close together, any passage's best
+  matches are high, and so is the rest of it); the highest over the passages is the query's ``centred``.
 
 Read over :data:`DEPTH` passages from the top of each leg (the same ones whichever ranking config runs), each cut to
 its first :data:`MAX_TOKENS` tokens (the encoder's whole window: an answer may lie late in a long chunk), the query
-to :data:`QUERY_TOKENS`. The token states are e5's (its fast path): the embedder's own when it is e5, the bundled e5's when the vector leg's model gives none but has an aligned
-gate (all-MiniLM-L6-v2; ``Retriever.align``); otherwise ``Candidates.alignment`` stays None and the gate without it
-decides. Chosen on train splits, measured on test ones (``docs/ranking.md``).
+to :data:`QUERY_TOKENS`. The token states are e5's (its fast path): the embedder's own when it is e5, the bundled
+e5's when the vector leg's model gives none but has an aligned gate (all-MiniLM-L6-v2; ``Retriever.align``);
+otherwise ``Candidates.alignment`` stays None and the gate without it decides. Chosen on train splits, measured on
+test ones (``docs/ranking.md``).
 
 Example:
     >>> import numpy as np
@@ -45,7 +49,8 @@ import numpy as np
 from hybridmem.embeddings.base import TokenStates
 from hybridmem.records import Candidates
 
-__all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores", "top_passages"]
+__all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores",
+           "top_passages"]
 
 DEPTH = 3  # passages from the top of each leg
 MAX_TOKENS = 510  # a passage's first tokens read: all e5 reads at once (512 positions less two markers)
