@@ -80,8 +80,7 @@ GATE_USED_BY_MODEL = {"all-MiniLM-L6-v2": ("keyword_top", "vector_top", "vector_
 PLAIN_ALIGNMENT = ALIGN_FEATURES[:4]  # all but align_centred
 ALIGNED_USED = ("vector_top", "vector_gap", "idf_coverage_top", "term_share", *ALIGN_FEATURES, "log_terms")
 ALIGNED_USED_BY_MODEL = {"multilingual-e5-small": ALIGNED_USED,
-                         "all-MiniLM-L6-v2": ("vector_top", "vector_gap", "idf_coverage_top", "term_share",
-                                              *PLAIN_ALIGNMENT, "log_terms")}
+                         "all-MiniLM-L6-v2": tuple(f for f in ALIGNED_USED if f != "align_centred")}
 KEYWORD_USED = ("keyword_top", "coverage_top", "term_share")  # the keyword leg alone
 # The keyword leg alone with the token alignment (a model whose blind vector leg the adaptive step dropped: MiniLM
 # outside Latin script): a gate over the alignment that must answer too, beside the keyword leg's gate
