@@ -12,7 +12,9 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   in when it is ready: until then searches answer from the old index, with its model (both legs, no wait).
 * The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
   (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
-  torch.
+  torch. :meth:`MemoryService.close` waits for that load (up to :data:`LOAD_WAIT_S`): a process that exits while
+  ONNX Runtime is still building a session aborts ("terminate called without an active exception", SIGABRT), which
+  a client that disconnects right after its first answer would otherwise see.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
 LOADING_REASON = "the embedding model is still loading: keyword-only"
+LOAD_WAIT_S = 30.0  # how long close() waits for a model still loading
 
 
 class MemoryService:
@@ -65,8 +68,11 @@ class MemoryService:
         self.log = self._make_log(self.index.settings)
         self.watcher = self._start_watcher(self.index)
         self.tools = MemoryTools(_Backend(self), citations="on")
+        self._loader: threading.Thread | None = None
         if preload:
-            threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model", daemon=True).start()
+            self._loader = threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model",
+                                            daemon=True)
+            self._loader.start()
         else:
             self._model_ready.set()
 
@@ -224,6 +230,8 @@ class MemoryService:
         }
 
     def close(self) -> None:
+        if self._loader is not None:  # let the model finish loading before the process can exit (module doc)
+            self._loader.join(LOAD_WAIT_S)
         if self.watcher is not None:
             self.watcher.stop()
         for idx in (*self._retired, self.index):
