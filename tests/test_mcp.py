@@ -306,6 +306,27 @@ def test_close_waits_for_the_model_still_loading(ws: Path, monkeypatch: pytest.M
     assert order == ["loaded", "index closed"]
 
 
+def test_close_waits_for_a_reindex_after_a_settings_change(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for the re-index a content setting starts in the background (it embeds on that thread)."""
+    order: list[str] = []
+    gate = threading.Event()
+
+    def slow_replace(self: MemoryService, old: object, old_watcher: object, new: MemoryIndex) -> None:
+        gate.wait(30)
+        order.append("re-indexed")
+        new.close()
+
+    monkeypatch.setattr(MemoryService, "_replace", slow_replace)
+    svc = MemoryService(ws, keyword_only=True, watch=False, preload=False)
+    close_index = svc.index.close
+    monkeypatch.setattr(svc.index, "close", lambda: (order.append("index closed"), close_index()))
+    (ws / "hybridmem.toml").write_text("[chunking]\ntokens = 120\n", encoding="utf-8")
+    svc.refresh()  # chunking changes what the index holds: a new index is built in the background
+    threading.Timer(0.3, gate.set).start()
+    svc.close()
+    assert order == ["re-indexed", "index closed"]
+
+
 @pytest.mark.slow
 def test_closing_right_after_start_with_the_default_model(tmp_path: Path) -> None:
     """The real load (e5 and the token alignment's session): closed at once, no loader thread outlives close(), and

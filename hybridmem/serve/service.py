@@ -12,9 +12,11 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   in when it is ready: until then searches answer from the old index, with its model (both legs, no wait).
 * The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
   (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
-  torch. :meth:`MemoryService.close` waits for that load (up to :data:`LOAD_WAIT_S`): a process that exits while
-  ONNX Runtime is still building a session aborts ("terminate called without an active exception", SIGABRT), which
-  a client that disconnects right after its first answer would otherwise see.
+  torch.
+* :meth:`MemoryService.close` waits (up to :data:`CLOSE_WAIT_S` in all) for the work it started in the background: the
+  model loading, a re-index after a settings change. A process that exits while ONNX Runtime builds a session or
+  embeds on another thread aborts ("terminate called without an active exception", SIGABRT), which a client that
+  disconnects right after its first answer, or during a re-index, would otherwise see.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
 LOADING_REASON = "the embedding model is still loading: keyword-only"
-LOAD_WAIT_S = 30.0  # how long close() waits for a model still loading
+CLOSE_WAIT_S = 30.0  # how long close() waits, in all, for the background work still running
 
 
 class MemoryService:
@@ -61,6 +63,8 @@ class MemoryService:
         self.settings_error: str | None = None
         self._config_stamp = self._stamp()
         self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []  # what close() waits for
+        self._workers_lock = threading.Lock()  # apart from _lock: refresh() starts workers while holding it
         self._retired: list[MemoryIndex] = []
         # The served index and whether its model is ready, swapped together (a search reads both at once).
         self._serving: tuple[MemoryIndex, threading.Event] = (self._open(self._load()), threading.Event())
@@ -68,11 +72,8 @@ class MemoryService:
         self.log = self._make_log(self.index.settings)
         self.watcher = self._start_watcher(self.index)
         self.tools = MemoryTools(_Backend(self), citations="on")
-        self._loader: threading.Thread | None = None
         if preload:
-            self._loader = threading.Thread(target=self._load_model, args=(self.index,), name="hybridmem-model",
-                                            daemon=True)
-            self._loader.start()
+            self._background(self._load_model, self.index, name="hybridmem-model")
         else:
             self._model_ready.set()
 
@@ -147,7 +148,7 @@ class MemoryService:
                 return
             old, old_watcher = self.index, self.watcher
             new = self._open(settings)
-            threading.Thread(target=self._replace, args=(old, old_watcher, new), daemon=True).start()
+            self._background(self._replace, old, old_watcher, new, name="hybridmem-reindex")
 
     def _resync(self) -> None:
         """Sources changed in place (extra or session paths, ignores): watch what they name now and sync."""
@@ -155,8 +156,14 @@ class MemoryService:
             self.watcher.rearm()
         else:
             self.index.dirty = True
-            threading.Thread(target=self._sync_quietly, args=(self.index,), name="hybridmem-resync",
-                             daemon=True).start()
+            self._background(self._sync_quietly, self.index, name="hybridmem-resync")
+
+    def _background(self, target: Callable[..., None], *args: Any, name: str) -> None:
+        """Run ``target(*args)`` on a daemon thread that :meth:`close` waits for."""
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._workers_lock:
+            self._workers = [t for t in self._workers if t.is_alive()] + [thread]
+        thread.start()
 
     def _sync_quietly(self, index: MemoryIndex) -> None:
         try:
@@ -230,8 +237,11 @@ class MemoryService:
         }
 
     def close(self) -> None:
-        if self._loader is not None:  # let the model finish loading before the process can exit (module doc)
-            self._loader.join(LOAD_WAIT_S)
+        deadline = time.monotonic() + CLOSE_WAIT_S  # let background work finish before the process can exit
+        with self._workers_lock:
+            workers = list(self._workers)
+        for thread in workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
         if self.watcher is not None:
             self.watcher.stop()
         for idx in (*self._retired, self.index):
