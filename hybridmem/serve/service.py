@@ -161,9 +161,9 @@ class MemoryService:
     def _background(self, target: Callable[..., None], *args: Any, name: str) -> None:
         """Run ``target(*args)`` on a daemon thread that :meth:`close` waits for."""
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        with self._workers_lock:
+        with self._workers_lock:  # started under the lock: another call prunes only threads that have ended
+            thread.start()
             self._workers = [t for t in self._workers if t.is_alive()] + [thread]
-        thread.start()
 
     def _sync_quietly(self, index: MemoryIndex) -> None:
         try:
