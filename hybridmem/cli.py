@@ -215,6 +215,11 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
                   f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
                   f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
+        read = resp.candidates.passage_alignment
+        if read:  # the first decision reads it too: the order's lift among the passages read
+            cite = {h.chunk_id: h.citation for h in r.candidates}
+            print("alignment of each passage read (the order lifts each above the least aligned): " + ", ".join(
+                f"{cite.get(cid, cid)} {m:.3f}" for cid, m in sorted(read.items(), key=lambda x: -x[1])))
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
         for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),

@@ -157,6 +157,9 @@ class Candidates:
     # share of exact pieces, centred mean) (hybridmem.retrieve.alignment), for the answer gate; None when the embedder
     # gives no token states.
     alignment: tuple[float, float, float, float, float] | None = None
+    # Each read passage's own alignment mean (chunk id -> mean; the order's ``align_lift``, hybridmem.ranking.joint);
+    # None without an alignment.
+    passage_alignment: Mapping[int, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from hybridmem.eval.decisions import DecisionRows
 from hybridmem.ranking import rank
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, query_features
 from hybridmem.ranking.pipeline import decision_features
-from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, joint_features, joint_fusion
+from hybridmem.ranking.joint import NORM_DEPTH, RANK_K, JointLeg, feature_matrix, joint_features, joint_fusion
 from hybridmem.records import Candidates, ChunkInfo, LegHit
 from hybridmem.tokenization import bm25_idf
 
@@ -32,21 +32,25 @@ def test_joint_features_by_hand() -> None:
     legs = [JointLeg("vector", 1.0, (1, 2, 3), (0.9, 0.7, 0.5), (0.3, 0.1, 0.05), (1, 2, 3)),
             JointLeg("keyword", 1.0, (3, 4), (-6.0, -2.0), (0.5, 0.2), (1, 2))]
     f = joint_features(legs)
-    assert f[1] == [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0]
-    assert f[2] == [pytest.approx(0.5), 0.0, 0.1, 0.0, RANK_K / (RANK_K + 2), 0.0, 0.0]
+    assert f[1] == [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0, 0.0]
+    assert f[2] == [pytest.approx(0.5), 0.0, 0.1, 0.0, RANK_K / (RANK_K + 2), 0.0, 0.0, 0.0]
     # chunk 3: last of the vector pool (min-max 0), first of the keyword pool (min-max 1), found by both
-    assert f[3] == [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 3), RANK_K / (RANK_K + 1), 1.0]
-    assert f[4] == [0.0, 0.0, 0.0, 0.2, 0.0, RANK_K / (RANK_K + 2), 0.0]
+    assert f[3] == [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 3), RANK_K / (RANK_K + 1), 1.0, 0.0]
+    assert f[4] == [0.0, 0.0, 0.0, 0.2, 0.0, RANK_K / (RANK_K + 2), 0.0, 0.0]
+    # the read passages' alignment means, each less the lowest of them; a chunk not read (or not pooled) gets 0
+    lifted = joint_features(legs, {3: 0.9, 1: 0.75, 2: 0.8, 99: 0.1})
+    assert [lifted[c][7] for c in (1, 2, 3, 4)] == [0.0, pytest.approx(0.05), pytest.approx(0.15), 0.0]
+    assert all(lifted[c][:7] == f[c][:7] for c in f)
 
 
 def test_joint_fusion_is_the_logistic_of_the_weighted_features() -> None:
-    model = Calibration(JOINT_FEATURES, (1.0, 2.0, 3.0, 4.0, 0.5, 0.25, 1.5), -2.0)
+    model = Calibration(JOINT_FEATURES, (1.0, 2.0, 3.0, 4.0, 0.5, 0.25, 1.5, 10.0), -2.0)
     legs = [JointLeg("vector", 1.0, (1, 3), (0.9, 0.5), (0.3, 0.05), (1, 2)),
             JointLeg("keyword", 1.0, (3,), (-6.0,), (0.5,), (1,))]
     got = joint_fusion(legs, model)
-    x3 = [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 2), RANK_K / (RANK_K + 1), 1.0]
+    x3 = [0.0, 1.0, 0.05, 0.5, RANK_K / (RANK_K + 2), RANK_K / (RANK_K + 1), 1.0, 0.0]
     assert got[3] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x3))))
-    x1 = [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0]
+    x1 = [1.0, 0.0, 0.3, 0.0, RANK_K / (RANK_K + 1), 0.0, 0.0, 0.0]
     assert got[1] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x1))))
     # a leg's factor scales its terms; "both" counts only while both legs take part
     half = joint_fusion([legs[0]._replace(factor=0.5), legs[1]], model)
@@ -55,6 +59,12 @@ def test_joint_fusion_is_the_logistic_of_the_weighted_features() -> None:
     assert alone[3] == pytest.approx(_sig(-2.0 + 2.0 * 1.0 + 4.0 * 0.5 + 0.25 * RANK_K / (RANK_K + 1)))
     with pytest.raises(ConfigError, match="expected"):
         joint_fusion(legs, Calibration(("cosine",), (1.0,), 0.0))
+    # the alignment lift is the vector leg's reading: scaled by its factor, gone with it
+    feats = feature_matrix(legs, {1: 0.7, 3: 0.8})
+    lifted = joint_fusion(legs, model, feats)
+    assert lifted[3] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x3)) + 10.0 * 0.1))
+    assert lifted[1] == pytest.approx(got[1])
+    assert joint_fusion([legs[1]], model, feature_matrix([legs[1]], {3: 0.8}))[3] == pytest.approx(alone[3])
 
 
 def test_joint_features_do_not_move_with_the_pool() -> None:
@@ -81,6 +91,23 @@ def test_each_embedding_model_orders_with_its_own_fit() -> None:
     e5 = rank(c, RankConfig(answer_threshold=0.0), now=0.0)
     minilm = rank(dataclasses.replace(c, vector_model="all-MiniLM-L6-v2"), RankConfig(answer_threshold=0.0), now=0.0)
     assert [h.final_score for h in e5.hits] != [h.final_score for h in minilm.hits]
+
+
+def test_the_token_alignment_orders_the_passages_it_read() -> None:
+    """e5's order weighs each read passage's alignment (``align_lift``): of two passages the legs rank alike, the one
+    that says more of the question comes first; without an alignment, or with the vector leg weighed 0, the legs
+    decide as before."""
+    assert JOINT_MODELS["multilingual-e5-small"].coef[JOINT_FEATURES.index("align_lift")] > 0
+    c = _cands([(1, 0.90), (2, 0.89), (3, 0.7)], [(1, -5.0), (2, -4.9), (3, -1.0)])
+    config = RankConfig(answer_threshold=0.0)
+    assert [h.chunk_id for h in rank(c, config, now=0.0).hits][:2] == [1, 2]
+    read = dataclasses.replace(c, passage_alignment={1: 0.80, 2: 0.88, 3: 0.70})
+    assert [h.chunk_id for h in rank(read, config, now=0.0).hits] == [2, 1, 3]
+    keyword = config.replace(vector_weight=0.0)
+    alone = [h.chunk_id for h in rank(c, keyword, now=0.0).hits]
+    assert [h.chunk_id for h in rank(read, keyword, now=0.0).hits] == alone
+    joint, _ = decision_features(read, config)
+    assert [round(joint[i][-1], 6) for i in (1, 2, 3)] == [0.1, 0.18, 0.0]
 
 
 def test_fitted_models_keep_the_order_monotone() -> None:
@@ -422,6 +449,28 @@ def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None
     model = fit_order(rows)
     assert all(c >= 0 for c in model.coef)
     assert model.coef[1] == max(model.coef) and model.coef[1] > 5 * max(model.coef[:1] + model.coef[2:])
+
+
+def test_fit_lift_weighs_the_alignment_by_the_order_it_gives() -> None:
+    """The lift's weight is the one whose order of the top scores best on train: where the alignment tells the
+    answer among the top passages a weight is chosen, where it is noise none is; the score is a probability again."""
+    from hybridmem.eval.lift import fit_lift
+
+    rng = np.random.default_rng(2)
+    told, noise = [], []
+    for i in range(80):
+        y = np.zeros(12, dtype=int)
+        y[rng.integers(0, 3)] = 1  # the answer is one of the three passages on top, which the legs cannot tell apart
+        z = np.r_[np.full(3, 1.0), rng.normal(-3.0, 0.5, 9)]
+        lift = np.r_[0.05 + 0.1 * y[:3] - 0.02 * rng.random(3), np.zeros(9)]
+        told.append((f"s{i % 2}", z, lift, y))
+        # here the legs already tell, and an alignment that says nothing could only upset it
+        noise.append((f"s{i % 2}", z + 0.5 * y, np.r_[0.1 * rng.random(3), np.zeros(9)], y))
+    beta, a, b = fit_lift(told)
+    assert beta > 0 and a > 0
+    assert fit_lift(noise)[0] == 0.0
+    p = 1.0 / (1.0 + np.exp(-(a * (told[0][1] + beta * told[0][2]) + b)))
+    assert 0.0 < p.min() and p.max() < 1.0 and p[np.argmax(told[0][3])] == p.max()
 
 
 def test_xquad_cross_asks_each_question_of_the_other_half(tmp_path) -> None:  # noqa: ANN001

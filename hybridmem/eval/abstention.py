@@ -125,7 +125,8 @@ def confine(cand: Candidates, paths: frozenset[str], pool: int) -> Candidates:
 
     kw, vec = keep(cand.keyword), keep(cand.vector)
     ids = {h.chunk_id for h in kw} | {h.chunk_id for h in vec}
-    return replace(cand, keyword=kw, vector=vec, chunks={c: chunks[c] for c in ids}, pool=pool, alignment=None)
+    return replace(cand, keyword=kw, vector=vec, chunks={c: chunks[c] for c in ids}, pool=pool, alignment=None,
+                   passage_alignment=None)
 
 
 def no_answer_sets(dataset: Dataset) -> list[NoAnswerSet]:

@@ -11,7 +11,8 @@ the default config at the evaluation depth (10; pool 40 per leg).
   probability of relevance. Each source (a dataset; XQuAD-R's 11 languages together) weighs the same. One fit per
   embedding model on its own candidates (a leg reads differently per model: MiniLM's vector leg is blind outside
   English, e5's is the stronger leg in Russian or German), and one on every model's rows together for a model never
-  fitted.
+  fitted. The token alignment's lift among the top passages (``align_lift``) is left out of the pairwise fit and
+  weighed after it, on train nDCG@10 (:func:`hybridmem.eval.lift.fit_lift`).
 - **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query it decides labelled 1 when
   answerable and 0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and
   no-answer rows weigh the same in total, each set within them the same. Features are standardized for the fit. A
@@ -45,6 +46,7 @@ import numpy as np
 from hybridmem.config import DEFAULT_RANKING, RankConfig
 from hybridmem.config.calibration import JOINT_FEATURES, KEYWORD_GATE, Calibration
 from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
+from hybridmem.eval.lift import fit_lift, source_weights as _weights
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import judged_units
 from hybridmem.ranking.calibrate import fit_logistic
@@ -53,9 +55,9 @@ from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
-           "KEYWORD_ALIGNED_USED", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT", "DecisionRows",
-           "Decisions", "choose_threshold", "collect", "false_point", "fit_decisions", "fit_gate", "fit_order",
-           "fit_pair", "fit_rows"]
+           "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
+           "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point", "fit_decisions", "fit_gate",
+           "fit_order", "fit_pair", "fit_rows"]
 
 DEPTH = 10
 PAIRS = 100
@@ -94,6 +96,7 @@ KEYWORD_ALIGNED_USED = (*PLAIN_ALIGNMENT, "log_terms")
 PAIR_MAX_FALSE = 0.0125
 PAIR_SHIFT = 0.25
 _EMPTY = [0.0] * len(GATE_FEATURES)
+LIFT = "align_lift"  # the order's alignment lift (ranking/joint.py), weighed on its own (eval/lift.py)
 VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
 
 
@@ -164,40 +167,36 @@ def collect(ev: Evaluator, rows: DecisionRows, split: str = "train") -> None:
             rows.gate.append((s.name, _gate_features(_aligned(ev, c), config), 0))
 
 
-def _weights(sources: Sequence[str]) -> np.ndarray:
-    counts: dict[str, int] = defaultdict(int)
-    for s in sources:
-        counts[s] += 1
-    return np.array([1.0 / counts[s] for s in sources])
-
-
 def fit_order(rows: DecisionRows, l2: float = 1e-3, seed: int = 0) -> Calibration:
-    """The joint model (see the module doc): pairwise direction, then a Platt step to a probability."""
+    """The joint model (see the module doc): pairwise direction over the legs' features, a Platt step to a
+    probability, then the alignment's weight (:func:`~hybridmem.eval.lift.fit_lift`)."""
     rng = np.random.default_rng(seed)
     per_source: dict[str, int] = defaultdict(int)
     usable = [(s, f, y) for s, f, y in rows.order if y.any() and not y.all()]
     for s, _, _ in usable:
         per_source[s] += 1
+    legs = JOINT_FEATURES.index(LIFT)  # the legs' features come first; the lift is fitted on its own below
     xs, ys, ws = [], [], []
     for s, f, y in usable:
         pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
-        d = f[rng.choice(pos, PAIRS)] - f[rng.choice(neg, PAIRS)]
+        d = f[rng.choice(pos, PAIRS), :legs] - f[rng.choice(neg, PAIRS), :legs]
         w = 1.0 / PAIRS / per_source[s]
         xs += [d, -d]
         ys += [np.ones(PAIRS), np.zeros(PAIRS)]
         ws += [np.full(PAIRS, w), np.full(PAIRS, w)]
-    n = len(JOINT_FEATURES)
     direction, _ = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws), l2=l2,
-                                nonnegative=tuple(range(n)))
+                                nonnegative=tuple(range(legs)))
     direction = np.asarray(direction)
-    score = np.concatenate([f @ direction for _, f, _ in rows.order])
+    score = np.concatenate([f[:, :legs] @ direction for _, f, _ in rows.order])
     label = np.concatenate([y for _, _, y in rows.order]).astype(float)
     src = [s for s, f, _ in rows.order for _ in range(len(f))]
     (a,), b = fit_logistic(score[:, None], label, _weights(src), l2=l2, nonnegative=(0,))
-    coef = tuple(round(float(a * c), 4) for c in direction)
-    return Calibration(JOINT_FEATURES, coef, round(float(b), 4),
+    lifted = [(s, a * (f[:, :legs] @ direction) + b, f[:, legs], y) for s, f, y in rows.order]
+    beta, a2, b2 = fit_lift(lifted, l2=l2)
+    coef = tuple(round(float(a2 * a * c), 4) for c in direction) + (round(float(a2 * beta), 4),)
+    return Calibration(JOINT_FEATURES, coef, round(float(a2 * b + b2), 4),
                        f"{len(label)} candidates ({int(label.sum())} relevant) of {len(rows.order)} queries from "
-                       + ", ".join(sorted(per_source)))
+                       + ", ".join(sorted(per_source)) + f"; align_lift weighed {beta:g} logits on train nDCG@{DEPTH}")
 
 
 def fit_gate(rows: DecisionRows, features: Sequence[str] = GATE_USED, legs: str = "both",

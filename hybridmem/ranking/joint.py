@@ -11,7 +11,12 @@ candidate of the union of both legs' pools:
 - ``vector_p`` / ``keyword_p``: the leg's calibrated probability of relevance
   (:mod:`hybridmem.ranking.calibrate`), 0 when not found;
 - ``vector_rank`` / ``keyword_rank``: ``RANK_K / (RANK_K + rank)``, 0 when not found;
-- ``both``: 1 when both legs found the chunk.
+- ``both``: 1 when both legs found the chunk;
+- ``align_lift``: for a passage the token alignment read (the top :data:`~hybridmem.retrieve.alignment.DEPTH` of
+  each leg, ``Candidates.passage_alignment``), its alignment mean less the lowest of the read passages' (so the
+  least aligned and every passage not read get 0); 0 for all without an alignment. Cosine and BM25 read a passage
+  whole; the alignment reads how much of the question it says token by token, which tells the passage that answers
+  from its neighbours on the same subject.
 
 ``p = sigmoid(intercept + sum_f coef_f * x_f)`` with every coefficient >= 0, so a chunk's score never falls as either
 leg's raw score (and so its rank, min-max and probability) rises: the order is monotone in each leg's raw score.
@@ -19,7 +24,8 @@ The model is a :class:`~hybridmem.config.calibration.Calibration` fitted on trai
 (:mod:`hybridmem.eval.calibrate`; the numbers and how they were chosen live in :mod:`hybridmem.config.calibration`),
 so ``p`` is a probability that the chunk is relevant given that the query has an answer. Leg weights scale each
 leg's terms (``factor = weight / mean weight``: 1 at equal weights, as fitted; the adaptive step's reduced vector
-weight shrinks the vector terms; ``both`` counts only while both legs take part).
+weight shrinks the vector terms and ``align_lift``, which the embedder reads; ``both`` counts only while both legs
+take part).
 
 Pointwise logistic regression for ranking: Cooper, Gey & Dabney, "Probabilistic retrieval based on staged logistic
 regression", SIGIR 1992; the features are those of score-based fusion studies (Bruch, Gai & Ingber, "An analysis of
@@ -28,7 +34,7 @@ are informative).
 
 Example:
     >>> from hybridmem.config.calibration import Calibration
-    >>> model = Calibration(JOINT_FEATURES, (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0), -2.0)
+    >>> model = Calibration(JOINT_FEATURES, (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0), -2.0)
     >>> legs = [JointLeg("vector", 1.0, (1, 2), (0.9, 0.5), (0.2, 0.01), (1, 2)),
     ...         JointLeg("keyword", 1.0, (2, 3), (-4.0, -1.0), (0.6, 0.1), (1, 2))]
     >>> {cid: round(p, 3) for cid, p in joint_fusion(legs, model).items()}
@@ -37,7 +43,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -83,12 +89,17 @@ def _minmax(values: Sequence[float]) -> list[float]:
     return [min(1.0, max(0.0, (v - lo) / span)) for v in values]
 
 
-def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:
-    """Each candidate's features in :data:`JOINT_FEATURES` order (unscaled by the legs' factors).
+def joint_features(legs: Sequence[JointLeg],
+                   alignment: Mapping[int, float] | None = None) -> dict[int, list[float]]:
+    """Each candidate's features in :data:`JOINT_FEATURES` order (unscaled by the legs' factors); ``alignment`` the
+    read passages' alignment means (``Candidates.passage_alignment``).
 
     Example:
-        >>> joint_features([JointLeg("keyword", 1.0, (7,), (-2.0,), (0.3,), (1,))])
-        {7: [0.0, 1.0, 0.0, 0.3, 0.0, 0.9090909090909091, 0.0]}
+        >>> f = joint_features([JointLeg("keyword", 1.0, (7, 8), (-2.0, -1.0), (0.3, 0.1), (1, 2))], {7: 0.75, 8: 0.5})
+        >>> f[7]
+        [0.0, 1.0, 0.0, 0.3, 0.0, 0.9090909090909091, 0.0, 0.25]
+        >>> f[8]  # the least aligned passage read gets 0, as does every one not read
+        [0.0, 0.0, 0.0, 0.1, 0.0, 0.8333333333333334, 0.0, 0.0]
     """
     out: dict[int, list[float]] = {}
     width = len(JOINT_FEATURES)
@@ -109,12 +120,18 @@ def joint_features(legs: Sequence[JointLeg]) -> dict[int, list[float]]:
             row[4 + a] = RANK_K / (RANK_K + r)
     for row in out.values():
         row[6] = 1.0 if row[4] > 0.0 and row[5] > 0.0 else 0.0
+    read = {cid: a for cid, a in (alignment or {}).items() if cid in out}
+    if read:
+        low = min(read.values())
+        for cid, a in read.items():
+            out[cid][7] = a - low
     return out
 
 
-def feature_matrix(legs: Sequence[JointLeg]) -> tuple[list[int], np.ndarray]:
+def feature_matrix(legs: Sequence[JointLeg],
+                   alignment: Mapping[int, float] | None = None) -> tuple[list[int], np.ndarray]:
     """:func:`joint_features` as ``(chunk ids, one row per id)``, the form :func:`joint_fusion` reads."""
-    rows = joint_features(legs)
+    rows = joint_features(legs, alignment)
     return list(rows), np.array(list(rows.values()), dtype=np.float64)
 
 
@@ -135,7 +152,7 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
         return {}
     factors = {leg.name: leg.factor for leg in legs}
     fv, fk = factors.get("vector", 0.0), factors.get("keyword", 0.0)
-    scale = (fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0)
+    scale = (fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0, fv)
     z = x @ np.array([c * s for c, s in zip(model.coef, scale)]) + float(model.intercept)
     e = np.exp(-np.abs(z))  # the logistic function without overflow, as calibrate.sigmoid
     return dict(zip(ids, np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).tolist()))

@@ -144,7 +144,7 @@ class RankMemo:
         key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
         feats = self._joint.get(key)
         if feats is None:
-            feats = self._joint[key] = feature_matrix(joint_legs)
+            feats = self._joint[key] = feature_matrix(joint_legs, self.candidates.passage_alignment)
         return joint_fusion(joint_legs, joint_model(self.candidates.vector_model or ""), feats)
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:

@@ -172,7 +172,7 @@ def decision_features(candidates: Candidates, config: RankConfig) -> tuple[dict[
         legs, config = adapt(legs, candidates, config)
     if not legs:
         return {}, {}
-    return joint_features(memo.joint_legs(legs, config)), memo.query_features(legs)
+    return joint_features(memo.joint_legs(legs, config), candidates.passage_alignment), memo.query_features(legs)
 
 
 # -- stages ---------------------------------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ Read over :data:`DEPTH` passages from the top of each leg (the same ones whichev
 its first :data:`MAX_TOKENS` tokens (the encoder's whole window: an answer may lie late in a long chunk), the query
 to :data:`QUERY_TOKENS`. The token states are e5's (its fast path): the embedder's own when it is e5, the bundled
 e5's when the vector leg's model gives none but has an aligned gate (all-MiniLM-L6-v2; ``Retriever.align``);
-otherwise ``Candidates.alignment`` stays None and the gate without it decides. Chosen on train splits, measured on
-test ones (``docs/ranking.md``).
+otherwise ``Candidates.alignment`` stays None and the gate without it decides. Each read passage's own mean goes to
+``Candidates.passage_alignment``, which the order reads (``align_lift``, :mod:`hybridmem.ranking.joint`). Chosen on
+train splits, measured on test ones (``docs/ranking.md``).
 
 Example:
     >>> import numpy as np
@@ -49,8 +50,8 @@ import numpy as np
 from hybridmem.embeddings.base import TokenStates
 from hybridmem.records import Candidates
 
-__all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_scores",
-           "top_passages"]
+__all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_passages",
+           "align_scores", "top_passages"]
 
 DEPTH = 3  # passages from the top of each leg
 MAX_TOKENS = 510  # a passage's first tokens read: all e5 reads at once (512 positions less two markers)
@@ -67,33 +68,41 @@ def top_passages(c: Candidates, depth: int = DEPTH) -> list[int]:
     return list(dict.fromkeys(i for i in ids if i in c.chunks))
 
 
-def align_scores(query: TokenStates,
-                 passages: Sequence[TokenStates]) -> tuple[float, float, float, float, float]:
-    """``(mean, q25, weighted, exact, centred)`` (see the module doc) over the query's tokens of each one's best cosine
-    with a token of a passage: ``mean`` and ``q25`` from the passage whose mean is highest, ``weighted`` and ``exact``
-    from the one whose surprisal-weighted mean is, ``centred`` the highest over the passages; zeros when the query or
-    every passage has no token."""
+def align_passages(query: TokenStates, passages: Sequence[TokenStates]
+                   ) -> tuple[tuple[float, float, float, float, float], list[float]]:
+    """:func:`align_scores` of ``query`` over ``passages``, and each passage's own mean (the order's ``align_lift``,
+    :mod:`hybridmem.ranking.joint`; 0 for a passage or a query with no token)."""
     plain: tuple[float, float] = (0.0, 0.0)
     weighted: tuple[float, float] = (0.0, 0.0)
     centred = 0.0
+    means = [0.0] * len(passages)
     if not len(query.vectors):
-        return (*plain, *weighted, centred)
+        return (*plain, *weighted, centred), means
     w = query.weights.astype(np.float64)
     w = w / w.sum() if w.sum() > 0 else np.full(len(w), 1.0 / len(w))
-    for p in passages:
+    for i, p in enumerate(passages):
         if not len(p.vectors):
             continue
         sim = query.vectors @ p.vectors.T.astype(np.float32)
         j = sim.argmax(axis=1)
         m = sim[np.arange(len(j)), j]
-        mean = float(m.mean())
+        mean = means[i] = float(m.mean())
         centred = max(centred, mean - float(sim.mean()))
         if mean > plain[0]:
             plain = (mean, float(np.quantile(m, 0.25)))
         wmean = float(m @ w)
         if wmean > weighted[0]:
             weighted = (wmean, float(w @ (p.ids[j] == query.ids)))
-    return (*plain, *weighted, centred)
+    return (*plain, *weighted, centred), means
+
+
+def align_scores(query: TokenStates,
+                 passages: Sequence[TokenStates]) -> tuple[float, float, float, float, float]:
+    """``(mean, q25, weighted, exact, centred)`` (see the module doc) over the query's tokens of each one's best cosine
+    with a token of a passage: ``mean`` and ``q25`` from the passage whose mean is highest, ``weighted`` and ``exact``
+    from the one whose surprisal-weighted mean is, ``centred`` the highest over the passages; zeros when the query or
+    every passage has no token."""
+    return align_passages(query, passages)[0]
 
 
 class Aligner:
@@ -132,16 +141,23 @@ class Aligner:
 
     def scores(self, query: str, texts: Sequence[str]) -> tuple[float, float, float, float, float] | None:
         """:func:`align_scores` of ``query`` over ``texts``; None when the embedder cannot give token states."""
+        got = self.per_passage(query, texts)
+        return None if got is None else got[0]
+
+    def per_passage(self, query: str, texts: Sequence[str]
+                 ) -> tuple[tuple[float, float, float, float, float], list[float]] | None:
+        """:func:`align_passages` of ``query`` over ``texts``; None when the embedder cannot give token states."""
         q = self._states([query], True, QUERY_TOKENS)
         if q is None:
             return None
         passages = self._passages(texts) if texts else []
-        return None if passages is None else align_scores(q[0], passages)
+        return None if passages is None else align_passages(q[0], passages)
 
     def align(self, c: Candidates) -> Candidates:
         """``c`` with ``alignment`` set from its top passages (unchanged when token states are unavailable or the
         vector leg did not run)."""
         if not c.vector_searched or not c.query.strip():
             return c
-        got = self.scores(c.query, [c.chunks[i].text for i in top_passages(c)])
-        return c if got is None else replace(c, alignment=got)
+        read = top_passages(c)
+        got = self.per_passage(c.query, [c.chunks[i].text for i in read])
+        return c if got is None else replace(c, alignment=got[0], passage_alignment=dict(zip(read, got[1])))

@@ -1,0 +1,65 @@
+"""The order's alignment lift (``align_lift``, :mod:`hybridmem.ranking.joint`): its weight, chosen on train nDCG@10.
+
+The lift acts only among the top passages of each leg that the token alignment read. :func:`fit_lift` chooses its
+weight from :data:`LIFT_GRID` on the measure it is for (a pairwise fit over the whole pool weighs it by the many pairs
+it cannot change), then maps the lifted score to a probability again; :func:`hybridmem.eval.decisions.fit_order`
+calls it after the legs' pairwise fit (``docs/ranking.md``, the twelfth round).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+
+from hybridmem.ranking.calibrate import fit_logistic
+
+__all__ = ["DEPTH", "LIFT_GRID", "fit_lift", "source_weights"]
+
+DEPTH = 10  # nDCG@10, the evaluation depth the order is fitted at
+# logits per unit of alignment mean (e5's train rows: flat from 80 to 160, 0.8118 against 0.8013 without)
+LIFT_GRID = (0.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0, 240.0)
+
+
+def source_weights(sources: Sequence[str]) -> np.ndarray:
+    """Each row's weight, so that every source weighs the same in total."""
+    counts: dict[str, int] = defaultdict(int)
+    for s in sources:
+        counts[s] += 1
+    return np.array([1.0 / counts[s] for s in sources])
+
+
+def _ndcg(z: np.ndarray, y: np.ndarray, depth: int = DEPTH) -> float:
+    """nDCG@``depth`` of the candidates ordered by ``z`` (ties keep their order); ideal: the pool's relevant ones."""
+    order = np.argsort(-z, kind="stable")[:depth]
+    discount = 1.0 / np.log2(np.arange(2, depth + 2))
+    ideal = discount[:min(depth, int(y.sum()))].sum()
+    return float(y[order] @ discount[:len(order)] / ideal) if ideal > 0 else 0.0
+
+
+def fit_lift(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], grid: Sequence[float] = LIFT_GRID,
+             l2: float = 1e-3) -> tuple[float, float, float]:
+    """``(beta, a, b)`` for the order ``a * (z + beta * lift) + b`` over rows ``(source, z, lift, labels)`` of
+    answerable queries (``z`` the legs' logit, ``lift`` the ``align_lift`` feature): ``beta`` from ``grid``, the one
+    with the highest nDCG@10 averaged per source (ties: the smaller), then a Platt step (``a``, ``b``) so the score is
+    a probability again.
+
+    The lift acts only among the top passages of each leg; a pairwise or pointwise fit over the whole pool weighs it
+    by the many pairs it cannot change (on e5's train rows: 0.35 logits per unit against the 40-80 that order the top
+    best), so its weight is chosen on the measure it is for.
+    """
+    usable = [r for r in rows if r[3].any()]
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for i, (s, _, _, _) in enumerate(usable):
+        by_source[s].append(i)
+    def quality(beta: float) -> float:
+        per = [_ndcg(z + beta * lift, y) for _, z, lift, y in usable]
+        return float(np.mean([np.mean([per[i] for i in idx]) for idx in by_source.values()]))
+    scores = [(quality(beta), -beta) for beta in grid]
+    beta = -max(scores)[1] if usable else 0.0
+    z = np.concatenate([z + beta * lift for _, z, lift, _ in rows])
+    label = np.concatenate([y for _, _, _, y in rows]).astype(float)
+    src = [s for s, z_, _, _ in rows for _ in range(len(z_))]
+    (a,), b = fit_logistic(z[:, None], label, source_weights(src), l2=l2, nonnegative=(0,))
+    return float(beta), float(a), float(b)
