@@ -46,7 +46,7 @@ import numpy as np
 from hybridmem.config import DEFAULT_RANKING, RankConfig
 from hybridmem.config.calibration import JOINT_FEATURES, KEYWORD_GATE, Calibration
 from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
-from hybridmem.eval.lift import fit_lift, source_weights as _weights
+from hybridmem.eval.lift import DEPTH, fit_lift, source_weights
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import judged_units
 from hybridmem.ranking.calibrate import fit_logistic
@@ -59,7 +59,6 @@ __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH"
            "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point", "fit_decisions", "fit_gate",
            "fit_order", "fit_pair", "fit_rows"]
 
-DEPTH = 10
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
 # check (English technical abstracts, a domain none of these is).
@@ -187,11 +186,11 @@ def fit_order(rows: DecisionRows, l2: float = 1e-3, seed: int = 0) -> Calibratio
     direction, _ = fit_logistic(np.vstack(xs), np.concatenate(ys), np.concatenate(ws), l2=l2,
                                 nonnegative=tuple(range(legs)))
     direction = np.asarray(direction)
-    score = np.concatenate([f[:, :legs] @ direction for _, f, _ in rows.order])
+    scores = [f[:, :legs] @ direction for _, f, _ in rows.order]
     label = np.concatenate([y for _, _, y in rows.order]).astype(float)
     src = [s for s, f, _ in rows.order for _ in range(len(f))]
-    (a,), b = fit_logistic(score[:, None], label, _weights(src), l2=l2, nonnegative=(0,))
-    lifted = [(s, a * (f[:, :legs] @ direction) + b, f[:, legs], y) for s, f, y in rows.order]
+    (a,), b = fit_logistic(np.concatenate(scores)[:, None], label, source_weights(src), l2=l2, nonnegative=(0,))
+    lifted = [(s, a * score + b, f[:, legs], y) for (s, f, y), score in zip(rows.order, scores)]
     beta, a2, b2 = fit_lift(lifted, l2=l2)
     coef = tuple(round(float(a2 * a * c), 4) for c in direction) + (round(float(a2 * beta), 4),)
     return Calibration(JOINT_FEATURES, coef, round(float(a2 * b + b2), 4),
@@ -206,7 +205,7 @@ def fit_gate(rows: DecisionRows, features: Sequence[str] = GATE_USED, legs: str 
     x = np.array([r[1][legs] for r in rows.gate])[:, cols]
     y = np.array([r[2] for r in rows.gate], dtype=float)
     sets = [("A:" if r[2] else "N:") + _source(r[0]) for r in rows.gate]
-    w = _weights(sets)
+    w = source_weights(sets)
     for label in (0, 1):  # answerable and no-answer rows weigh the same in total
         mask = y == label
         w[mask] /= w[mask].sum()
