@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from hybridmem.commands import COMMANDS, command, print_json
 from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
+from hybridmem.config.calibration import joint_model
 from hybridmem.errors import HybridMemError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -216,9 +217,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
                   f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
         read = resp.candidates.passage_alignment
-        if read:  # the first decision reads it too: the order's lift among the passages read
-            cite = {h.chunk_id: h.citation for h in r.candidates}
-            print("alignment of each passage read (the order lifts each above the least aligned): " + ", ".join(
+        model = resp.candidates.vector_model or ""
+        if read and resp.config.fusion == "joint" and joint_model(model, aligned=True) is not joint_model(model):
+            cite = {h.chunk_id: h.citation for h in r.candidates}  # the first decision reads it too
+            print("alignment of each passage read (the order lifts each above the least aligned; fused: the "
+                  "probabilities of the order without it, highest first down this order): " + ", ".join(
                 f"{cite.get(cid, cid)} {m:.3f}" for cid, m in sorted(read.items(), key=lambda x: -x[1])))
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")

@@ -3,6 +3,7 @@ them to ``rank()``, and the gate that reads them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -200,6 +201,12 @@ def test_search_reads_the_alignment_and_its_gate(e5: E5Embedder, workspace: Path
         # without the alignment the gate without it decides, over the same candidates
         plain = rank(confine(c, frozenset(ch.path for ch in c.chunks.values()), c.pool), DEFAULT_RANKING)
         assert plain.answer_probability != r.answer_probability
+        # the order reads each read passage's alignment; the hits' scores stay the order's without it (highest first)
+        assert c.passage_alignment and set(c.passage_alignment) == set(top_passages(c))
+        gate_off = DEFAULT_RANKING.replace(answer_threshold=0.0)
+        lifted, bare = rank(c, gate_off), rank(replace(c, passage_alignment=None), gate_off)
+        assert [h.final_score for h in lifted.hits] == pytest.approx([h.final_score for h in bare.hits])
+        assert lifted.hits[0].final_score > 0.3
     finally:
         idx.close()
 

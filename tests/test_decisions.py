@@ -65,6 +65,17 @@ def test_joint_fusion_is_the_logistic_of_the_weighted_features() -> None:
     assert lifted[3] == pytest.approx(_sig(-2.0 + sum(c * x for c, x in zip(model.coef, x3)) + 10.0 * 0.1))
     assert lifted[1] == pytest.approx(got[1])
     assert joint_fusion([legs[1]], model, feature_matrix([legs[1]], {3: 0.8}))[3] == pytest.approx(alone[3])
+    # scored by another model: that model's probabilities, handed out down this model's order
+    plain = model.__class__(JOINT_FEATURES, (*model.coef[:7], 0.0), -2.0)
+    lift = feature_matrix(legs, {1: 0.95, 3: 0.4})  # lifts chunk 1 past chunk 3
+    ordered = joint_fusion(legs, model, lift)
+    assert list(ordered) == [1, 3] and ordered[1] > ordered[3]
+    handed = joint_fusion(legs, model, lift, scored_by=plain)
+    assert list(handed) == [1, 3] and handed[1] > handed[3]
+    by_plain = joint_fusion(legs, plain, lift)
+    assert by_plain[3] > by_plain[1] and handed[1] == pytest.approx(by_plain[3])  # chunk 3's probability, on top
+    with pytest.raises(ConfigError, match="expected"):
+        joint_fusion(legs, model, scored_by=Calibration(("cosine",), (1.0,), 0.0))
 
 
 def test_joint_features_do_not_move_with_the_pool() -> None:
@@ -87,6 +98,8 @@ def test_each_embedding_model_orders_with_its_own_fit() -> None:
     assert set(JOINT_MODELS) >= {"multilingual-e5-small", "all-MiniLM-L6-v2"}
     assert joint_model("multilingual-e5-small") is JOINT_MODELS["multilingual-e5-small"]
     assert joint_model("text-embedding-3-small") is JOINT_MODEL  # a model never fitted: the pooled fit
+    assert joint_model("multilingual-e5-small", aligned=True) is JOINT_MODELS["multilingual-e5-small|aligned"]
+    assert joint_model("all-MiniLM-L6-v2", aligned=True) is JOINT_MODELS["all-MiniLM-L6-v2"]  # no lift of its own
     c = _cands([(1, 0.9), (2, 0.8)], [(2, -5.0), (1, -1.0)])
     e5 = rank(c, RankConfig(answer_threshold=0.0), now=0.0)
     minilm = rank(dataclasses.replace(c, vector_model="all-MiniLM-L6-v2"), RankConfig(answer_threshold=0.0), now=0.0)
@@ -97,7 +110,7 @@ def test_the_token_alignment_orders_the_passages_it_read() -> None:
     """e5's order weighs each read passage's alignment (``align_lift``): of two passages the legs rank alike, the one
     that says more of the question comes first; without an alignment, or with the vector leg weighed 0, the legs
     decide as before."""
-    assert JOINT_MODELS["multilingual-e5-small"].coef[JOINT_FEATURES.index("align_lift")] > 0
+    assert JOINT_MODELS["multilingual-e5-small|aligned"].coef[JOINT_FEATURES.index("align_lift")] > 0
     c = _cands([(1, 0.90), (2, 0.89), (3, 0.7)], [(1, -5.0), (2, -4.9), (3, -1.0)])
     config = RankConfig(answer_threshold=0.0)
     assert [h.chunk_id for h in rank(c, config, now=0.0).hits][:2] == [1, 2]
@@ -108,6 +121,40 @@ def test_the_token_alignment_orders_the_passages_it_read() -> None:
     assert [h.chunk_id for h in rank(read, keyword, now=0.0).hits] == alone
     joint, _ = decision_features(read, config)
     assert [round(joint[i][-1], 6) for i in (1, 2, 3)] == [0.1, 0.18, 0.0]
+
+
+def test_without_the_alignment_the_hits_keep_the_probabilities_of_the_order_fitted_without_it() -> None:
+    """e5's order that weighs the alignment is the plain fit plus the lift; its hits take the plain fit's
+    probabilities down its order. Candidates without an alignment (the model still loading in a fresh server,
+    ``token_alignment = false``) are scored by the plain fit alone: the same probabilities either way."""
+    plain, aligned = JOINT_MODELS["multilingual-e5-small"], JOINT_MODELS["multilingual-e5-small|aligned"]
+    lift = JOINT_FEATURES.index("align_lift")
+    assert plain.coef[lift] == 0.0 and aligned.coef[lift] > 0
+    assert aligned.coef[:lift] == plain.coef[:lift] and aligned.intercept == plain.intercept
+    c = _cands([(1, 0.93), (2, 0.92), (3, 0.8)], [(1, -9.0), (2, -8.8), (3, -1.0)])
+    config = RankConfig(answer_threshold=0.0)
+    bare = rank(c, config, now=0.0)
+    joint, _ = decision_features(c, config)
+    z = np.array(joint[1]) @ np.array(plain.coef) + plain.intercept
+    assert bare.hits[0].chunk_id == 1 and bare.hits[0].final_score == pytest.approx(1 / (1 + np.exp(-z)))
+    read = rank(dataclasses.replace(c, passage_alignment={1: 0.80, 2: 0.90, 3: 0.70}), config, now=0.0)
+    assert [h.chunk_id for h in read.hits] == [2, 1, 3]  # the alignment moved chunk 2 up
+    assert [h.final_score for h in read.hits] == pytest.approx([h.final_score for h in bare.hits])
+
+
+def test_a_refit_order_replaces_every_order_of_its_model() -> None:
+    """`calibrate --decisions --write` keeps the orders of models not refitted; a model refitted without a lift loses
+    the aligned order it had (it would be read with a Platt map of another fit)."""
+    from hybridmem.eval.calibrate import render
+    from hybridmem.config import calibration as current
+
+    plain = dataclasses.replace(JOINT_MODELS["multilingual-e5-small"], fitted_on="refit")
+    namespace: dict[str, object] = {"Calibration": Calibration}
+    exec(render(dict(current.VECTOR_CALIBRATIONS), current.KEYWORD_CALIBRATION,  # noqa: S102 - our own constants
+                joints={"multilingual-e5-small": plain}), namespace)
+    got = namespace["JOINT_MODELS"]
+    assert isinstance(got, dict) and got["multilingual-e5-small"] == plain
+    assert "multilingual-e5-small|aligned" not in got and got["all-MiniLM-L6-v2"] == JOINT_MODELS["all-MiniLM-L6-v2"]
 
 
 def test_fitted_models_keep_the_order_monotone() -> None:
@@ -446,14 +493,16 @@ def test_fit_order_learns_the_informative_feature_and_is_a_probability() -> None
         y = (f[:, 1] > 0.8).astype(int)  # only keyword min-max tells
         if y.any() and not y.all():
             rows.order.append(("s", f, y))
-    model = fit_order(rows)
+    orders = fit_order(rows)
+    model = orders.plain
+    assert model.coef[JOINT_FEATURES.index("align_lift")] == 0.0
     assert all(c >= 0 for c in model.coef)
     assert model.coef[1] == max(model.coef) and model.coef[1] > 5 * max(model.coef[:1] + model.coef[2:])
 
 
 def test_fit_lift_weighs_the_alignment_by_the_order_it_gives() -> None:
     """The lift's weight is the one whose order of the top scores best on train: where the alignment tells the
-    answer among the top passages a weight is chosen, where it is noise none is; the score is a probability again."""
+    answer among the top passages a weight is chosen, where it is noise none is."""
     from hybridmem.eval.lift import fit_lift
 
     rng = np.random.default_rng(2)
@@ -466,11 +515,11 @@ def test_fit_lift_weighs_the_alignment_by_the_order_it_gives() -> None:
         told.append((f"s{i % 2}", z, lift, y))
         # here the legs already tell, and an alignment that says nothing could only upset it
         noise.append((f"s{i % 2}", z + 0.5 * y, np.r_[0.1 * rng.random(3), np.zeros(9)], y))
-    beta, a, b = fit_lift(told)
-    assert beta > 0 and a > 0
-    assert fit_lift(noise)[0] == 0.0
-    p = 1.0 / (1.0 + np.exp(-(a * (told[0][1] + beta * told[0][2]) + b)))
-    assert 0.0 < p.min() and p.max() < 1.0 and p[np.argmax(told[0][3])] == p.max()
+    beta = fit_lift(told)
+    assert beta > 0
+    first = told[0][1] + beta * told[0][2]
+    assert np.argmax(first) == np.argmax(told[0][3])  # the answer on top
+    assert fit_lift(noise) == 0.0
 
 
 def test_xquad_cross_asks_each_question_of_the_other_half(tmp_path) -> None:  # noqa: ANN001

@@ -77,10 +77,12 @@ KEYWORD_CALIBRATION = Calibration(("log1p_bm25", "coverage", "log_terms"), (1.03
 JOINT_MODEL = Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both", "align_lift"), (1.3481, 1.9613, 0.0, 3.1741, 1.8395, 1.8512, 0.0, 0.0), -6.5397,
     "1392289 candidates (22934 relevant) of 22804 queries from demo, locomo, scifact, xquad")
 JOINT_MODELS: dict[str, Calibration] = {
-    "multilingual-e5-small": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both", "align_lift"), (0.7615, 0.6227, 0.0774, 1.3134, 0.8471, 0.7484, 0.0, 32.5381), -5.0086,
-        "761220 candidates (11741 relevant) of 11402 queries from demo, locomo, scifact, xquad; align_lift weighed 80 logits on train nDCG@10 (11402 queries), then a Platt step"),
+    "multilingual-e5-small": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both", "align_lift"), (1.8722, 1.5311, 0.1902, 3.2291, 2.0828, 1.8401, 0.0, 0.0), -6.9002,
+        "761220 candidates (11741 relevant) of 11402 queries from demo, locomo, scifact, xquad"),
     "all-MiniLM-L6-v2": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both", "align_lift"), (1.2378, 2.0912, 0.0, 3.5156, 1.4395, 1.9644, 0.0, 0.0), -6.3193,
         "631069 candidates (11193 relevant) of 11402 queries from demo, locomo, scifact, xquad"),
+    "multilingual-e5-small|aligned": Calibration(("vector_minmax", "keyword_minmax", "vector_p", "keyword_p", "vector_rank", "keyword_rank", "both", "align_lift"), (1.8722, 1.5311, 0.1902, 3.2291, 2.0828, 1.8401, 0.0, 80.0), -6.9002,
+        "761220 candidates (11741 relevant) of 11402 queries from demo, locomo, scifact, xquad; align_lift weighed 80 logits on train nDCG@10"),
 }
 GATE_MODELS: dict[str, Calibration | tuple[Calibration, ...]] = {
     "multilingual-e5-small": Calibration(("keyword_top", "vector_top", "vector_gap", "coverage_top", "idf_coverage_top", "term_share"), (0.4151, 8.8112, 31.5943, 3.325, 2.7556, 2.281), 25.5377,
@@ -132,16 +134,23 @@ def has_aligned_gate(model: str) -> bool:
     return f"{model}|aligned" in GATE_MODELS
 
 
-def joint_model(model: str = "") -> Calibration:
+def joint_model(model: str = "", aligned: bool = False) -> Calibration:
     """The order's model (:mod:`hybridmem.ranking.joint`) for embedding ``model``: its own fit where there is one
     (each model's vector leg reads differently: MiniLM's is blind outside English, e5's the stronger leg in Russian or
-    German), else :data:`JOINT_MODEL`, the fit on every model's rows together.
+    German), else :data:`JOINT_MODEL`, the fit on every model's rows together. When the candidates carry the token
+    alignment of the passages it read (``aligned``) and ``model`` has an order that weighs it (``"<model>|aligned"``:
+    the plain fit plus the alignment's lift, weighed on train nDCG@10), that one. It is an order, not a probability:
+    :func:`~hybridmem.ranking.joint.joint_fusion` hands the plain fit's probabilities out down it.
 
     Example:
         >>> joint_model("no-such-model") is JOINT_MODEL
         True
+        >>> joint_model("multilingual-e5-small", aligned=True) is JOINT_MODELS["multilingual-e5-small|aligned"]
+        True
+        >>> joint_model("all-MiniLM-L6-v2", aligned=True) is JOINT_MODELS["all-MiniLM-L6-v2"]  # no lift fitted
+        True
     """
-    return JOINT_MODELS.get(model) or JOINT_MODEL
+    return (aligned and JOINT_MODELS.get(f"{model}|aligned")) or JOINT_MODELS.get(model) or JOINT_MODEL
 
 
 def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"}),

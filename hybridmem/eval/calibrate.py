@@ -144,7 +144,9 @@ def render(vector: dict[str, Calibration], keyword: Calibration, joint: Calibrat
     from hybridmem.config import calibration as current
 
     joint = current.JOINT_MODEL if joint is None else joint
-    joints = {**current.JOINT_MODELS, **(joints or {})}
+    # a model refitted replaces every order of its own: an aligned order train no longer weighs is dropped
+    refit = {name.split("|")[0] for name in joints or {}}
+    joints = {**{k: v for k, v in current.JOINT_MODELS.items() if k.split("|")[0] not in refit}, **(joints or {})}
     gates = {**current.GATE_MODELS, **(gates or {})}
     threshold = current.ANSWER_THRESHOLD if threshold is None else threshold
 

@@ -12,7 +12,8 @@ the default config at the evaluation depth (10; pool 40 per leg).
   embedding model on its own candidates (a leg reads differently per model: MiniLM's vector leg is blind outside
   English, e5's is the stronger leg in Russian or German), and one on every model's rows together for a model never
   fitted. The token alignment's lift among the top passages (``align_lift``) is left out of the pairwise fit and
-  weighed after it, on train nDCG@10 (:func:`hybridmem.eval.lift.fit_lift`).
+  weighed after it, on train nDCG@10 (:func:`hybridmem.eval.lift.fit_lift`): that order is ``"<model>|aligned"``,
+  read when the candidates carry the alignment, its hits scored with the plain order's probabilities.
 - **Gate** (:mod:`hybridmem.ranking.gate`), one per embedding model: every TRAIN query it decides labelled 1 when
   answerable and 0 when it is in a no-answer set (:func:`hybridmem.eval.abstention.no_answer_sets`); answerable and
   no-answer rows weigh the same in total, each set within them the same. Features are standardized for the fit. A
@@ -56,8 +57,8 @@ from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
-           "DecisionRows", "Decisions", "choose_threshold", "collect", "false_point", "fit_decisions", "fit_gate",
-           "fit_order", "fit_pair", "fit_rows"]
+           "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "false_point", "fit_decisions",
+           "fit_gate", "fit_order", "fit_pair", "fit_rows"]
 
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
@@ -100,7 +101,8 @@ VECTOR_USED = ("vector_top", "vector_gap")  # the vector leg alone
 
 
 class Decisions(NamedTuple):
-    """What :func:`fit_rows` fits: the pooled order, one order per embedding model, the gates, the threshold."""
+    """What :func:`fit_rows` fits: the pooled order, one order per embedding model (and ``"<model>|aligned"``, the one
+    that weighs the token alignment, where train gave it a weight), the gates, the threshold."""
 
     joint: Calibration
     joints: dict[str, Calibration]
@@ -166,9 +168,24 @@ def collect(ev: Evaluator, rows: DecisionRows, split: str = "train") -> None:
             rows.gate.append((s.name, _gate_features(_aligned(ev, c), config), 0))
 
 
-def fit_order(rows: DecisionRows, l2: float = 1e-3, seed: int = 0) -> Calibration:
+class Orders(NamedTuple):
+    """What :func:`fit_order` fits: the order without the token alignment (the legs' features, a Platt step: a
+    probability) and the order that weighs it (the same plus ``align_lift``: an order only, whose hits take the plain
+    order's probabilities, :func:`~hybridmem.ranking.joint.joint_fusion`)."""
+
+    plain: Calibration
+    aligned: Calibration
+
+    @property
+    def lifted(self) -> bool:
+        """Whether train gave the alignment a weight (else the plain order is the only one needed)."""
+        return self.aligned.coef[JOINT_FEATURES.index(LIFT)] > 0
+
+
+def fit_order(rows: DecisionRows, l2: float = 1e-3, seed: int = 0) -> Orders:
     """The joint model (see the module doc): pairwise direction over the legs' features, a Platt step to a
-    probability, then the alignment's weight (:func:`~hybridmem.eval.lift.fit_lift`)."""
+    probability (:attr:`Orders.plain`), then the alignment's weight (:func:`~hybridmem.eval.lift.fit_lift`;
+    :attr:`Orders.aligned`)."""
     rng = np.random.default_rng(seed)
     per_source: dict[str, int] = defaultdict(int)
     usable = [(s, f, y) for s, f, y in rows.order if y.any() and not y.all()]
@@ -190,12 +207,13 @@ def fit_order(rows: DecisionRows, l2: float = 1e-3, seed: int = 0) -> Calibratio
     label = np.concatenate([y for _, _, y in rows.order]).astype(float)
     src = [s for s, f, _ in rows.order for _ in range(len(f))]
     (a,), b = fit_logistic(np.concatenate(scores)[:, None], label, source_weights(src), l2=l2, nonnegative=(0,))
-    lifted = [(s, a * score + b, f[:, legs], y) for (s, f, y), score in zip(rows.order, scores)]
-    beta, a2, b2 = fit_lift(lifted, l2=l2)
-    coef = tuple(round(float(a2 * a * c), 4) for c in direction) + (round(float(a2 * beta), 4),)
-    return Calibration(JOINT_FEATURES, coef, round(float(a2 * b + b2), 4),
-                       f"{len(label)} candidates ({int(label.sum())} relevant) of {len(rows.order)} queries from "
-                       + ", ".join(sorted(per_source)) + f"; align_lift weighed {beta:g} logits on train nDCG@{DEPTH}")
+    beta = fit_lift([(s, a * score + b, f[:, legs], y) for (s, f, y), score in zip(rows.order, scores)])
+    fitted = (f"{len(label)} candidates ({int(label.sum())} relevant) of {len(rows.order)} queries from "
+              + ", ".join(sorted(per_source)))
+    coef = tuple(round(float(a * c), 4) for c in direction)
+    return Orders(Calibration(JOINT_FEATURES, (*coef, 0.0), round(float(b), 4), fitted),
+                  Calibration(JOINT_FEATURES, (*coef, round(beta, 4)), round(float(b), 4),
+                              f"{fitted}; align_lift weighed {beta:g} logits on train nDCG@{DEPTH}"))
 
 
 def fit_gate(rows: DecisionRows, features: Sequence[str] = GATE_USED, legs: str = "both",
@@ -304,8 +322,10 @@ def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[st
 def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
     """:func:`fit_decisions` on rows already collected (``{embedding model: rows}``)."""
     pooled = DecisionRows(order=[r for rows in rows_by_model.values() for r in rows.order])
-    joint = fit_order(pooled)
-    joints = {model: fit_order(rows) for model, rows in rows_by_model.items() if rows.order}
+    joint = fit_order(pooled).plain  # a model never fitted: the legs' features alone
+    orders = {model: fit_order(rows) for model, rows in rows_by_model.items() if rows.order}
+    joints = {model: order.plain for model, order in orders.items()}
+    joints.update({f"{model}|aligned": order.aligned for model, order in orders.items() if order.lifted})
     # A gate of both legs is fitted, and its 2% point read, on the queries it decides: those whose vector leg took
     # part (where the adaptive step drops a blind one, the keyword leg's gate decides).
     decided = {model: _vector_took_part(rows) for model, rows in rows_by_model.items()}

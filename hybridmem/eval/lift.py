@@ -2,8 +2,9 @@
 
 The lift acts only among the top passages of each leg that the token alignment read. :func:`fit_lift` chooses its
 weight from :data:`LIFT_GRID` on the measure it is for (a pairwise fit over the whole pool weighs it by the many pairs
-it cannot change), then maps the lifted score to a probability again; :func:`hybridmem.eval.decisions.fit_order`
-calls it after the legs' pairwise fit (``docs/ranking.md``, the twelfth round).
+it cannot change); :func:`hybridmem.eval.decisions.fit_order` calls it after the legs' pairwise fit
+(``docs/ranking.md``, the twelfth round). The lifted score is an order only: a hit's probability stays the plain
+order's (:func:`hybridmem.ranking.joint.joint_fusion`, ``scored_by``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from hybridmem.eval.metrics import QueryRuns, Scorer
-from hybridmem.ranking.calibrate import fit_logistic
 
 __all__ = ["DEPTH", "LIFT_GRID", "fit_lift", "source_weights"]
 
@@ -32,11 +32,10 @@ def source_weights(sources: Sequence[str]) -> np.ndarray:
 
 
 def fit_lift(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], grid: Sequence[float] = LIFT_GRID,
-             l2: float = 1e-3) -> tuple[float, float, float]:
-    """``(beta, a, b)`` for the order ``a * (z + beta * lift) + b`` over rows ``(source, z, lift, labels)`` of
-    answerable queries (``z`` the legs' logit, ``lift`` the ``align_lift`` feature): ``beta`` from ``grid``, the one
-    with the highest nDCG@10 averaged per source (ties: the smaller), then a Platt step (``a``, ``b``) so the score is
-    a probability again.
+             ) -> float:
+    """``beta`` for the order ``z + beta * lift`` over rows ``(source, z, lift, labels)`` of answerable queries (``z``
+    the legs' logit, ``lift`` the ``align_lift`` feature): the one of ``grid`` with the highest nDCG@10 averaged per
+    source (ties: the smaller).
 
     The lift acts only among the top passages of each leg; a pairwise or pointwise fit over the whole pool weighs it
     by the many pairs it cannot change (on e5's train rows: 0.35 logits per unit against the 40-80 that order the top
@@ -55,9 +54,4 @@ def fit_lift(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], gri
         per = scorer.score(QueryRuns(ranked, [{}] * len(ranked), [[]] * len(ranked)), [metric])[metric]
         return float(np.mean([per[idx].mean() for idx in by_source.values()]))
     scores = [(quality(beta), -beta) for beta in grid]
-    beta = -max(scores)[1] if usable else 0.0
-    z = np.concatenate([z + beta * lift for _, z, lift, _ in rows])
-    label = np.concatenate([y for _, _, _, y in rows]).astype(float)
-    src = [s for s, z_, _, _ in rows for _ in range(len(z_))]
-    (a,), b = fit_logistic(z[:, None], label, source_weights(src), l2=l2, nonnegative=(0,))
-    return float(beta), float(a), float(b)
+    return float(-max(scores)[1]) if usable else 0.0

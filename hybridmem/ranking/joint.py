@@ -136,23 +136,44 @@ def feature_matrix(legs: Sequence[JointLeg],
 
 
 def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
-                 features: tuple[list[int], np.ndarray] | None = None) -> dict[int, float]:
-    """Each candidate's probability of relevance under ``model`` (see the module doc), in first-seen order.
+                 features: tuple[list[int], np.ndarray] | None = None,
+                 scored_by: Calibration | None = None) -> dict[int, float]:
+    """Each candidate's probability of relevance under ``model`` (see the module doc), in first-seen order (in
+    ``model``'s order with ``scored_by``).
     ``features``: :func:`feature_matrix` of ``legs`` when the caller has it (a sweep reuses it across configs).
 
-    Raises:
-        ConfigError (from the model): ``model`` does not name :data:`JOINT_FEATURES`.
-    """
-    if tuple(model.features) != JOINT_FEATURES:
-        from hybridmem.errors import ConfigError
+    ``scored_by``: a model whose probabilities the candidates take instead, handed out down ``model``'s order (the
+    highest to ``model``'s first, and so on; each lower than the one before): e5's order that weighs the token
+    alignment (``"<model>|aligned"``) moves a read passage up by many logits to break the near-ties among the top
+    passages, more than it raises the chance that the passage is relevant, so no map of that score to a probability
+    fits every source (its Platt step, fitted on the train rows, read SciFact's top 10 with a log loss of 0.56
+    against the plain order's 0.19). The k-th hit's score is the plain order's k-th highest probability instead.
 
-        raise ConfigError(f"the joint model names features {model.features}, expected {JOINT_FEATURES}")
+    Raises:
+        ConfigError (from the model): ``model`` or ``scored_by`` does not name :data:`JOINT_FEATURES`.
+    """
+    for m in (model, scored_by):
+        if m is not None and tuple(m.features) != JOINT_FEATURES:
+            from hybridmem.errors import ConfigError
+
+            raise ConfigError(f"the joint model names features {m.features}, expected {JOINT_FEATURES}")
     ids, x = feature_matrix(legs) if features is None else features
     if not ids:
         return {}
     factors = {leg.name: leg.factor for leg in legs}
     fv, fk = factors.get("vector", 0.0), factors.get("keyword", 0.0)
-    scale = (fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0, fv)
-    z = x @ np.array([c * s for c, s in zip(model.coef, scale)]) + float(model.intercept)
+    scale = np.array((fv, fk, fv, fk, fv, fk, min(fv, fk) if len(legs) > 1 else 0.0, fv))
+    if scored_by is None:
+        return dict(zip(ids, _sigmoid(x @ (np.array(model.coef) * scale) + float(model.intercept)).tolist()))
+    both = x @ (np.array((model.coef, scored_by.coef)) * scale).T + np.array((model.intercept, scored_by.intercept))
+    z = both[:, 0]
+    p = np.sort(_sigmoid(both[:, 1]))[::-1]
+    if len(p) > 1 and (p[1:] >= p[:-1]).any():  # ties: strictly lower down the order, so a sort by score keeps it
+        for k in range(1, len(p)):
+            p[k] = min(p[k], np.nextafter(p[k - 1], -1.0))
+    return dict(zip([ids[i] for i in np.argsort(-z, kind="stable")], p.tolist()))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(z))  # the logistic function without overflow, as calibrate.sigmoid
-    return dict(zip(ids, np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).tolist()))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))

@@ -139,13 +139,18 @@ class RankMemo:
                          self.probabilities(leg), leg.scored.ranks) for leg in legs]
 
     def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
-        """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model."""
+        """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model; when the candidates carry
+        the token alignment and the model has an order that weighs it (:func:`~hybridmem.config.calibration.joint_model`),
+        in that order, with the plain model's probabilities handed out down it."""
         joint_legs = self.joint_legs(legs, config)
         key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
         feats = self._joint.get(key)
         if feats is None:
             feats = self._joint[key] = feature_matrix(joint_legs, self.candidates.passage_alignment)
-        return joint_fusion(joint_legs, joint_model(self.candidates.vector_model or ""), feats)
+        c = self.candidates
+        plain = joint_model(c.vector_model or "")
+        order = joint_model(c.vector_model or "", aligned=c.passage_alignment is not None)
+        return joint_fusion(joint_legs, order, feats, None if order is plain else plain)
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
         """The answer gate's features of this query (:func:`~hybridmem.ranking.gate.query_features`) from the legs
