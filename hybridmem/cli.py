@@ -218,7 +218,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
         read = resp.candidates.passage_alignment
         model = resp.candidates.vector_model or ""
-        if read and resp.config.fusion == "joint" and joint_model(model, aligned=True) is not joint_model(model):
+        lifts = resp.config.fusion == "joint" and resp.config.vector_weight > 0  # the lift is the vector leg's
+        if read and lifts and joint_model(model, aligned=True) is not joint_model(model):
             cite = {h.chunk_id: h.citation for h in r.candidates}  # the first decision reads it too
             print("alignment of each passage read (the order lifts each above the least aligned; fused: the "
                   "probabilities of the order without it, highest first down this order): " + ", ".join(

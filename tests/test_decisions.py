@@ -191,6 +191,45 @@ def test_raising_one_legs_raw_score_never_lowers_a_chunk(cos: list[float], bm: l
     assert after[target] >= before[target] - 1e-12
 
 
+@settings(max_examples=60, deadline=None)
+@given(cos=st.lists(st.floats(0.5, 0.99), min_size=4, max_size=8, unique=True),
+       bm=st.lists(st.floats(0.5, 20.0), min_size=2, max_size=8, unique=True),
+       means=st.lists(st.floats(0.5, 0.95), min_size=4, max_size=4), bump=st.floats(0.001, 0.2))
+def test_under_the_aligned_order_raising_a_raw_score_never_moves_a_chunk_down(
+        cos: list[float], bm: list[float], means: list[float], bump: float) -> None:
+    """With the alignment, a hit's score is its position's (the plain fit's k-th highest probability), so what stays
+    monotone in each leg's raw score is the position: a chunk whose cosine rises never falls in the order, and
+    scores fall down the order."""
+    cos, bm = sorted(cos, reverse=True), sorted(bm, reverse=True)
+    vec = [(i + 1, c) for i, c in enumerate(cos)]
+    kw = [(i + 1, -b) for i, b in enumerate(bm)]
+    read = {cid: m for cid, m in zip((1, 2, len(vec), 2 + len(vec)), means)}  # the last vector hit is read
+    cfg = PRESETS["joint"].replace(max_results=10)
+
+    def order(v: list[tuple[int, float]]) -> list[int]:
+        r = rank(dataclasses.replace(_cands(v, kw), passage_alignment=read), cfg, now=0.0)
+        scores = [h.fused_score for h in r.candidates]
+        assert all(a > b for a, b in zip(scores, scores[1:]))
+        return [h.chunk_id for h in r.candidates]
+    target = len(vec)
+    before = order(vec)
+    after = order(sorted([(c, s + bump if c == target else s) for c, s in vec], key=lambda t: -t[1]))
+    assert after.index(target) <= before.index(target)
+
+
+def test_handed_out_scores_are_strictly_lower_down_the_order_even_on_ties() -> None:
+    """Two candidates with the same features tie under the plain fit; the second down the order still gets a lower
+    score, so a stable sort by score keeps the order."""
+    plain = JOINT_MODELS["multilingual-e5-small"]
+    aligned = JOINT_MODELS["multilingual-e5-small|aligned"]
+    legs = [JointLeg("vector", 1.0, (1, 2, 3), (0.9, 0.9, 0.5), (0.2, 0.2, 0.01), (1, 1, 3)),
+            JointLeg("keyword", 1.0, (1, 2), (-4.0, -4.0), (0.3, 0.3), (1, 1))]
+    feats = feature_matrix(legs, {1: 0.7, 2: 0.8, 3: 0.6})  # the alignment puts chunk 2 first
+    got = joint_fusion(legs, aligned, feats, scored_by=plain)
+    assert list(got)[:2] == [2, 1] and got[2] > got[1] > got[3]
+    assert got[2] == pytest.approx(got[1], abs=1e-12)  # one step apart: the same probability, in the order
+
+
 def test_gate_features_and_probability_by_hand() -> None:
     f = query_features([1, 2, 3, 4], [0.9, 0.8, 0.7, 0.6], [0.5, 0.1, 0.05, 0.01], [3, 9], [0.2, 0.1], [0.5, 1.0],
                        n_terms=4, found_terms=3)
@@ -314,14 +353,30 @@ def _row(name: str, features: list[float], label: int) -> tuple[str, dict[str, l
 
 def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> None:
     """A model whose rows carry the token alignment gets ``<model>|aligned``, which learns it and crosses the shared
-    threshold where its own 2% false-abstention point lies; rows without it (MiniLM) get none."""
+    threshold where its own 2% false-abstention point lies; rows without it (MiniLM) get none. So with the order: one
+    that weighs the alignment only where train gives it a weight, beside the plain one every model has."""
     from hybridmem.eval.decisions import _answerable, false_point, fit_rows
 
     rng = np.random.default_rng(3)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}
+    lift = JOINT_FEATURES.index("align_lift")
+
+    def order(aligned: bool) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        out = []
+        for i in range(60):  # three passages on top the legs cannot tell apart; the alignment tells the answer
+            f = np.zeros((12, len(JOINT_FEATURES)))
+            f[:3, :lift] = 0.9
+            f[3:, :lift] = rng.uniform(0.0, 0.5, (9, lift))
+            y = np.zeros(12, dtype=int)
+            y[rng.integers(0, 3)] = 1
+            if aligned:
+                f[:3, lift] = 0.02 + 0.1 * y[:3]
+            out.append((f"s{i % 2}", f, y))
+        return out
 
     def rows(aligned: bool) -> DecisionRows:
         out = _rows(rng)
+        out.order = order(aligned)
         for label in (1, 0):
             for i in range(300):
                 f = list(rng.normal(0.0, 1.0, len(GATE_FEATURES)))
@@ -332,6 +387,9 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
 
     e5, minilm = rows(True), rows(False)
     d = fit_rows({"multilingual-e5-small": e5, "all-MiniLM-L6-v2": minilm})
+    assert set(d.joints) == {"multilingual-e5-small", "multilingual-e5-small|aligned", "all-MiniLM-L6-v2"}
+    plain, aligned = d.joints["multilingual-e5-small"], d.joints["multilingual-e5-small|aligned"]
+    assert plain.coef[lift] == 0.0 and aligned.coef[lift] > 0 and aligned.coef[:lift] == plain.coef[:lift]
     gate = d.gates["multilingual-e5-small|aligned"]
     assert "all-MiniLM-L6-v2|aligned" not in d.gates
     coef = dict(zip(gate.features, gate.coef))

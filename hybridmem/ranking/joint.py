@@ -22,7 +22,10 @@ candidate of the union of both legs' pools:
 leg's raw score (and so its rank, min-max and probability) rises: the order is monotone in each leg's raw score.
 The model is a :class:`~hybridmem.config.calibration.Calibration` fitted on train splits
 (:mod:`hybridmem.eval.calibrate`; the numbers and how they were chosen live in :mod:`hybridmem.config.calibration`),
-so ``p`` is a probability that the chunk is relevant given that the query has an answer. Leg weights scale each
+so ``p`` is a probability that the chunk is relevant given that the query has an answer (under an order that weighs
+the token alignment, ``scored_by`` below, the probability of the chunk's position in the order: the plain fit's k-th
+highest for the k-th; the position, not that number, is what stays monotone in the chunk's raw scores). Leg weights
+scale each
 leg's terms (``factor = weight / mean weight``: 1 at equal weights, as fitted; the adaptive step's reduced vector
 weight shrinks the vector terms and ``align_lift``, which the embedder reads; ``both`` counts only while both legs
 take part).
@@ -147,7 +150,11 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
     alignment (``"<model>|aligned"``) moves a read passage up by many logits to break the near-ties among the top
     passages, more than it raises the chance that the passage is relevant, so no map of that score to a probability
     fits every source (its Platt step, fitted on the train rows, read SciFact's top 10 with a log loss of 0.56
-    against the plain order's 0.19). The k-th hit's score is the plain order's k-th highest probability instead.
+    against the plain order's 0.19). The k-th hit's score is the plain order's k-th highest probability instead:
+    calibrated over the hits shown (``eval/reports/hit-scores-e5.md``), but a chunk the alignment moved up past a
+    chunk the legs prefer takes that chunk's probability, and a chunk's score can fall as its own raw score rises
+    while its position never does. Ties in ``model``'s score keep the order of :func:`feature_matrix` (a leg's ids in
+    rank order, the other leg's after).
 
     Raises:
         ConfigError (from the model): ``model`` or ``scored_by`` does not name :data:`JOINT_FEATURES`.
