@@ -21,7 +21,7 @@ import numpy as np
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.eval.datasets import LANGUAGES, load_dataset
 from hybridmem.eval.runner import Evaluator, eval_config
-from hybridmem.eval.units import judged_units
+from hybridmem.eval.units import holds_judged
 from hybridmem.ranking import rank
 
 DEPTH = 10
@@ -40,11 +40,8 @@ def measure(name: str) -> dict[str, dict[str, float]]:
         bare = dataclasses.replace(cands[q.id], passage_alignment=None, alignment=None)
         for key, c in (("aligned", ev.index.align(cands[q.id])), ("without", bare)):
             for h in rank(c, config, now=0.0).hits[:DEPTH]:
-                ch = c.chunks[h.chunk_id]
-                _, first = judged_units([ch.path], [h.chunk_id], [ch.start_line], [ch.end_line], ds.qrels[q.id],
-                                        ds.evidence, ds.kind)
                 got[key][0].append(h.final_score)
-                got[key][1].append(1 if first else 0)
+                got[key][1].append(int(holds_judged(c.chunks[h.chunk_id], ds.qrels[q.id], ds.evidence, ds.kind)))
     ev.close()
     out = {}
     for key, (scores, labels) in got.items():

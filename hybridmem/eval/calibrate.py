@@ -35,7 +35,7 @@ from hybridmem.config.calibration import KEYWORD_FEATURES, VECTOR_FEATURES, Cali
 from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
 from hybridmem.eval.datasets.xquad import LANGUAGES
 from hybridmem.eval.runner import Evaluator
-from hybridmem.eval.units import judged_units
+from hybridmem.eval.units import holds_judged
 from hybridmem.ranking.calibrate import fit_logistic, keyword_features
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Candidates
@@ -90,10 +90,7 @@ def collect(ev: Evaluator, vec: Rows, kw: Rows, pool: int = DEFAULT_RANKING.pool
         c = cands[q.id]
         relevant = set()
         for cid in {h.chunk_id for h in (*c.vector[:pool], *c.keyword[:pool])}:
-            ch = c.chunks[cid]
-            _, first = judged_units([ch.path], [cid], [ch.start_line], [ch.end_line], ds.qrels[q.id], ds.evidence,
-                                    ds.kind)
-            if first:
+            if holds_judged(c.chunks[cid], ds.qrels[q.id], ds.evidence, ds.kind):
                 relevant.add(cid)
         _add(c, relevant, source or ds.name, vec, kw, pool)
     for s in no_answer_sets(ds):

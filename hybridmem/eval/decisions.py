@@ -49,7 +49,7 @@ from hybridmem.config.calibration import JOINT_FEATURES, KEYWORD_GATE, Calibrati
 from hybridmem.eval.abstention import no_answer_candidates, no_answer_sets
 from hybridmem.eval.lift import DEPTH, fit_lift, source_weights
 from hybridmem.eval.runner import Evaluator, eval_config
-from hybridmem.eval.units import judged_units
+from hybridmem.eval.units import holds_judged
 from hybridmem.ranking.calibrate import fit_logistic
 from hybridmem.ranking.gate import ALIGN_FEATURES, GATE_FEATURES, answer_probability, logit
 from hybridmem.ranking.pipeline import decision_features
@@ -155,12 +155,7 @@ def collect(ev: Evaluator, rows: DecisionRows, split: str = "train") -> None:
         if not joint:
             continue
         ids = list(joint)
-        labels = []
-        for cid in ids:
-            ch = c.chunks[cid]
-            _, first = judged_units([ch.path], [cid], [ch.start_line], [ch.end_line], ds.qrels[q.id], ds.evidence,
-                                    ds.kind)
-            labels.append(1 if first else 0)
+        labels = [int(holds_judged(c.chunks[cid], ds.qrels[q.id], ds.evidence, ds.kind)) for cid in ids]
         rows.order.append((_source(ds.name), np.array([joint[i] for i in ids]), np.array(labels)))
     for s in no_answer_sets(ds):
         sub = s.select(split)

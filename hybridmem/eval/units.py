@@ -17,9 +17,27 @@ Example:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from hybridmem.eval.datasets.base import Evidence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hybridmem.records import ChunkInfo
+
+
+def holds_judged(chunk: ChunkInfo, judged: Mapping[str, int], evidence: Mapping[str, Evidence], kind: str) -> bool:
+    """Whether one candidate chunk holds a judged unit of ``judged`` (:func:`judged_units` of that chunk alone): the
+    label the fits and the hit-score report give a candidate.
+
+    Example:
+        >>> from hybridmem.records import ChunkInfo
+        >>> ev = {"a.md#L3-L3": Evidence("a.md", 3, 3)}
+        >>> holds_judged(ChunkInfo(1, "a.md", "memory", 1, 9, "", 0.0, True, frozenset()), {"a.md#L3-L3": 1}, ev,
+        ...              "evidence")
+        True
+    """
+    return bool(judged_units([chunk.path], [chunk.id], [chunk.start_line], [chunk.end_line], judged, evidence,
+                             kind)[1])
 
 
 def judged_units(
