@@ -1,0 +1,74 @@
+"""The answer gate on train, as each round in docs/ranking.md was chosen: a model's decision rows (every TRAIN query of
+every decision dataset and its no-answer sets) and what its aligned gate, or one over other features, scores on them:
+per no-answer set the share it abstains on, per answerable set its false abstention, and the same for each XQuAD-R
+language read by a gate fitted without it (`hybridmem.eval.decisions.gate_table`). Test splits are never read.
+
+    PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl
+    PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl --features vector_top,vector_gap,...
+
+``--rows PATH`` reads the rows from PATH when it exists, else collects them (e5: about 40 minutes on 2 cores) and
+writes them there, so that variants of the gate are compared on the same rows in seconds. Without ``--features`` the
+gate is the shipped aligned gate's (`ALIGNED_USED_BY_MODEL`).
+"""
+import argparse
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hybridmem.config import Settings, provider_model
+from hybridmem.config.calibration import ANSWER_THRESHOLD
+from hybridmem.eval.datasets import load_dataset
+from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, DecisionRows, collect, gate_table
+from hybridmem.eval.runner import Evaluator
+from hybridmem.ranking.gate import GATE_FEATURES
+
+ap = argparse.ArgumentParser()
+ap.add_argument("provider", choices=("e5", "local"))
+ap.add_argument("--rows", type=Path, help="read the rows here, or collect and write them here")
+ap.add_argument("--features", help="comma-separated GATE_FEATURES names (default: the shipped aligned gate's)")
+args = ap.parse_args()
+settings = Settings().override(embedding={"provider": args.provider})
+model = provider_model(args.provider, settings.embedding.model)
+features = tuple(args.features.split(",")) if args.features else ALIGNED_USED_BY_MODEL[model]
+unknown = set(features) - set(GATE_FEATURES)
+if unknown:
+    sys.exit(f"gate_rounds.py: {', '.join(sorted(unknown))} not among the gate's features ({', '.join(GATE_FEATURES)})")
+
+if args.rows and args.rows.exists():
+    saved = pickle.loads(args.rows.read_bytes())
+    if saved["model"] != model:
+        sys.exit(f"gate_rounds.py: {args.rows} holds {saved['model']}'s rows, not {model}'s")
+    if saved["features"] != GATE_FEATURES:
+        sys.exit(f"gate_rounds.py: {args.rows} was collected over other gate features than today's; collect again")
+    rows = saved["rows"]
+else:
+    rows, t0 = DecisionRows(), time.time()
+    for name in DECISION_DATASETS:
+        ev = Evaluator(load_dataset(name), settings, progress=False)
+        collect(ev, rows)
+        ev.close()
+        print(f"{name}: {time.time() - t0:.0f} s", file=sys.stderr)
+    if args.rows:
+        args.rows.write_bytes(pickle.dumps({"model": model, "features": GATE_FEATURES, "rows": rows}))
+
+t = gate_table(rows, features, ANSWER_THRESHOLD)
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f}%"
+
+
+print(f"{model}, gate over {', '.join(features)}; threshold {ANSWER_THRESHOLD:g}\n")
+print("| set | abstention (train) | left out of the fit |\n|---|---|---|")
+for name, v in sorted(t.abstention.items()):
+    print(f"| {name} | {pct(v)} | {pct(t.held_out_abstention[name]) if name in t.held_out_abstention else ''} |")
+print(f"\nMean / worst of the no-answer sets: {pct(np.mean(list(t.abstention.values())))} / "
+      f"{pct(min(t.abstention.values()))}; largest false abstention {pct(max(t.false.values()))} "
+      f"({max(t.false, key=t.false.get)}).")
+if t.held_out_abstention:
+    print(f"Left out of the fit (XQuAD-R): {pct(np.mean(list(t.held_out_abstention.values())))} / "
+          f"{pct(min(t.held_out_abstention.values()))}; largest false abstention "
+          f"{pct(max(t.held_out_false.values()))} ({max(t.held_out_false, key=t.held_out_false.get)}).")
