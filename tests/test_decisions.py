@@ -628,7 +628,8 @@ def test_gate_table_places_the_gate_and_reads_each_language_with_a_gate_fitted_w
     2% point, so no answerable set loses more than its share; each XQuAD-R language is read by a gate fitted without
     it. A language whose no-answer questions only one feature tells apart, a feature that is noise everywhere else,
     is held on train (the fit sees it) and not when it is left out (nothing else teaches that feature)."""
-    from hybridmem.eval.decisions import MAX_FALSE_ABSTENTION, gate_table
+    from hybridmem.eval.decisions import MAX_FALSE_ABSTENTION
+    from hybridmem.eval.gate_rounds import gate_table
 
     rng = np.random.default_rng(11)
     col = {f: i for i, f in enumerate(GATE_FEATURES)}

@@ -1,7 +1,7 @@
 """The answer gate on train, as each round in docs/ranking.md was chosen: a model's decision rows (every TRAIN query of
 every decision dataset and its no-answer sets) and what its aligned gate, or one over other features, scores on them:
 per no-answer set the share it abstains on, per answerable set its false abstention, and the same for each XQuAD-R
-language read by a gate fitted without it (`hybridmem.eval.decisions.gate_table`). Test splits are never read.
+language read by a gate fitted without it (`hybridmem.eval.gate_rounds.gate_table`). Test splits are never read.
 
     PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl
     PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl --features vector_top,vector_gap,...
@@ -21,7 +21,8 @@ import numpy as np
 from hybridmem.config import Settings, provider_model
 from hybridmem.config.calibration import ANSWER_THRESHOLD
 from hybridmem.eval.datasets import load_dataset
-from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, DecisionRows, collect, gate_table
+from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, DecisionRows, collect
+from hybridmem.eval.gate_rounds import gate_table
 from hybridmem.eval.runner import Evaluator
 from hybridmem.ranking.gate import GATE_FEATURES
 

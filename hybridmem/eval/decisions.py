@@ -57,8 +57,8 @@ from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
-           "DecisionRows", "Decisions", "GateTable", "Orders", "choose_threshold", "collect", "false_point",
-           "fit_decisions", "fit_gate", "fit_order", "fit_pair", "fit_rows", "gate_table"]
+           "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "false_point", "fit_decisions",
+           "fit_gate", "fit_order", "fit_pair", "fit_rows"]
 
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
@@ -388,52 +388,6 @@ def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
             return first, Calibration(moved.features, moved.coef, moved.intercept, second.fitted_on
                                       + f"; intercept moved so that the pair's {max_false:.2%} point is the threshold")
     raise ValueError("the keyword gate alone abstains on more answerable queries than a set may lose")
-
-
-class GateTable(NamedTuple):
-    """What a gate over some features scores on train rows (:func:`gate_table`): per set, the share of its queries
-    that return nothing; ``abstention`` on the no-answer sets, ``false`` on the answerable ones; ``held_out_*`` the
-    same for each XQuAD-R language read by a gate fitted without it."""
-
-    abstention: dict[str, float]
-    false: dict[str, float]
-    held_out_abstention: dict[str, float]
-    held_out_false: dict[str, float]
-
-
-def gate_table(rows: DecisionRows, features: Sequence[str], threshold: float) -> GateTable:
-    """A gate over ``features`` (names of :data:`GATE_FEATURES`) fitted on ``rows``' queries whose vector leg took
-    part and placed as :func:`fit_rows` places every gate but the default's (its own 2% point moved onto
-    ``threshold``), read on those queries; then the same with each XQuAD-R language left out of the fit and placement
-    in turn and read on its own queries (a language the gate has never seen). How a round of the gate is chosen on
-    train (docs/ranking.md; ``eval/reports/gate_rounds.py``)."""
-    decided = _vector_took_part(rows)
-
-    def placed(fit_on: DecisionRows) -> Calibration:
-        gate = fit_gate(fit_on, features)
-        return _shift(gate, false_point(_answerable({"": fit_on}, {"": gate}, "both")), threshold)
-
-    def shares(gate: Calibration, on: DecisionRows) -> tuple[dict[str, float], dict[str, float]]:
-        out: dict[tuple[str, int], list[bool]] = defaultdict(list)
-        for name, feats, label in on.gate:
-            out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, feats["both"])), gate) < threshold)
-        no_answer = {n: float(np.mean(v)) for (n, label), v in out.items() if not label}
-        answerable = {n: float(np.mean(v)) for (n, label), v in out.items() if label}
-        return no_answer, answerable
-
-    def language(name: str) -> str | None:
-        return name.split("-")[1] if name.startswith("xquad-") else None
-
-    abstention, false = shares(placed(decided), decided)
-    held_abstention: dict[str, float] = {}
-    held_false: dict[str, float] = {}
-    for lang in sorted({language(r[0]) for r in decided.gate} - {None}):
-        kept = DecisionRows(gate=[r for r in decided.gate if language(r[0]) != lang])
-        left = DecisionRows(gate=[r for r in decided.gate if language(r[0]) == lang])
-        a, f = shares(placed(kept), left)
-        held_abstention.update(a)
-        held_false.update(f)
-    return GateTable(abstention, false, held_abstention, held_false)
 
 
 def _enough(rows: DecisionRows, least: int = 100) -> bool:
