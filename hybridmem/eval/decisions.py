@@ -58,7 +58,7 @@ from hybridmem.records import Candidates
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
            "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "false_point", "fit_decisions",
-           "fit_gate", "fit_order", "fit_pair", "fit_rows"]
+           "fit_gate", "fit_order", "fit_pair", "fit_rows", "place_gate", "vector_took_part"]
 
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
@@ -323,7 +323,7 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
     joints.update({f"{model}|aligned": order.aligned for model, order in orders.items() if order.lifted})
     # A gate of both legs is fitted, and its 2% point read, on the queries it decides: those whose vector leg took
     # part (where the adaptive step drops a blind one, the keyword leg's gate decides).
-    decided = {model: _vector_took_part(rows) for model, rows in rows_by_model.items()}
+    decided = {model: vector_took_part(rows) for model, rows in rows_by_model.items()}
     gates = {model: fit_gate(decided[model], GATE_USED_BY_MODEL.get(model, GATE_USED)) for model in rows_by_model}
     default, first = next(iter(rows_by_model.items()))  # the default model's gate sets the threshold
     threshold = choose_threshold(_answerable({default: decided[default]}, gates, "both"))
@@ -335,9 +335,8 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
         aligned = ALIGNED_USED_BY_MODEL.get(model)
         if aligned and _has_alignment(rows):
             single[f"{model}|aligned"] = (fit_gate(decided[model], aligned), {model: decided[model]}, "both")
-    for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold where its own
-        own = false_point(_answerable(rows_of, {m: gate for m in rows_of}, legs))  # 2% point lies
-        gates[name] = _shift(gate, own, threshold)
+    for name, (gate, rows_of, legs) in single.items():  # every other gate crosses the threshold at its own 2% point
+        gates[name] = place_gate(gate, rows_of, legs, threshold)
     pairs: dict[str, tuple[Calibration, Calibration]] = {}
     for model, rows in rows_by_model.items():  # where a blind vector leg was dropped, with the alignment: a pair
         if ALIGNED_USED_BY_MODEL.get(model) and _has_alignment(rows) and _enough(_vector_dropped(rows)):
@@ -346,6 +345,13 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
             except ValueError as e:
                 warnings.warn(f"{model}: no pair of gates for a dropped vector leg ({e}); the keyword gate decides")
     return Decisions(joint, joints, {**gates, **pairs}, threshold)
+
+
+def place_gate(gate: Calibration, rows_by_model: Mapping[str, DecisionRows], legs: str,
+               threshold: float) -> Calibration:
+    """``gate`` with its intercept moved so that its own 2% point over ``rows_by_model``'s answerable queries, read on
+    ``legs`` (:func:`false_point`), becomes ``threshold``: how :func:`fit_rows` places every gate but the default's."""
+    return _shift(gate, false_point(_answerable(rows_by_model, {m: gate for m in rows_by_model}, legs)), threshold)
 
 
 def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
@@ -396,7 +402,7 @@ def _enough(rows: DecisionRows, least: int = 100) -> bool:
     return answerable >= least and len(rows.gate) - answerable >= least
 
 
-def _vector_took_part(rows: DecisionRows) -> DecisionRows:
+def vector_took_part(rows: DecisionRows) -> DecisionRows:
     """``rows``' gate rows whose vector leg took part under the default config: not those where the adaptive step
     dropped a blind one (MiniLM on Arabic, Thai or Chinese), whose ``vector_top`` reads as having found nothing and
     which the keyword leg's side decides (:func:`~hybridmem.config.calibration.gate_model`)."""
@@ -404,7 +410,7 @@ def _vector_took_part(rows: DecisionRows) -> DecisionRows:
 
 
 def _vector_dropped(rows: DecisionRows) -> DecisionRows:
-    """``rows``' gate rows whose vector leg was dropped (the others of :func:`_vector_took_part`)."""
+    """``rows``' gate rows whose vector leg was dropped (the others of :func:`vector_took_part`)."""
     return DecisionRows(order=rows.order, gate=[r for r in rows.gate if _dropped(r)])
 
 

@@ -16,7 +16,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from hybridmem.config.calibration import Calibration
-from hybridmem.eval.decisions import DecisionRows, _answerable, _shift, _vector_took_part, false_point, fit_gate
+from hybridmem.eval.decisions import DecisionRows, fit_gate, place_gate, vector_took_part
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability
 
 __all__ = ["GateTable", "gate_table"]
@@ -39,11 +39,10 @@ def gate_table(rows: DecisionRows, features: Sequence[str], threshold: float) ->
     ``threshold``), read on those queries; then the same with each XQuAD-R language left out of the fit and placement
     in turn and read on its own queries (a language the gate has never seen). How a round of the gate is chosen on
     train (docs/ranking.md; ``eval/reports/gate_rounds.py``)."""
-    decided = _vector_took_part(rows)
+    decided = vector_took_part(rows)
 
     def placed(fit_on: DecisionRows) -> Calibration:
-        gate = fit_gate(fit_on, features)
-        return _shift(gate, false_point(_answerable({"": fit_on}, {"": gate}, "both")), threshold)
+        return place_gate(fit_gate(fit_on, features), {"": fit_on}, "both", threshold)
 
     def shares(gate: Calibration, on: DecisionRows) -> tuple[dict[str, float], dict[str, float]]:
         out: dict[tuple[str, int], list[bool]] = defaultdict(list)
