@@ -56,6 +56,7 @@ def letter_script(ch: str) -> str:
     return first or "UNKNOWN"
 
 
+@lru_cache(maxsize=1024)  # read once per rank(); a sweep ranks one query under many configs
 def foreign_share(query: str, scripts: frozenset[str] | None) -> float:
     """The share of the query's letters (its first :data:`MAX_QUERY_LETTERS`) in a script outside ``scripts``; 0.0
     when ``scripts`` is None (the model claims every script) or the query has no letters."""

@@ -81,15 +81,15 @@ class JointLeg(NamedTuple):
     ranks: tuple[int, ...]
 
 
-def _minmax(values: Sequence[float]) -> list[float]:
+def _minmax(values: Sequence[float]) -> np.ndarray:
     """``values`` (best first) scaled so the best is 1 and the :data:`NORM_DEPTH`-th 0, clipped to [0, 1]."""
-    if not values:
-        return []
-    hi, lo = max(values), min(values[:NORM_DEPTH])
+    x = np.asarray(values, dtype=np.float64)
+    if not len(x):
+        return x
+    hi, lo = x.max(), x[:NORM_DEPTH].min()
     if hi - lo <= 1e-12:
-        return [1.0 if v >= hi - 1e-12 else 0.0 for v in values]
-    span = hi - lo
-    return [min(1.0, max(0.0, (v - lo) / span)) for v in values]
+        return (x >= hi - 1e-12).astype(np.float64)
+    return np.clip((x - lo) / (hi - lo), 0.0, 1.0)
 
 
 def joint_features(legs: Sequence[JointLeg],
@@ -104,38 +104,45 @@ def joint_features(legs: Sequence[JointLeg],
         >>> f[8]  # the least aligned passage read gets 0, as does every one not read
         [0.0, 0.0, 0.0, 0.1, 0.0, 0.8333333333333334, 0.0, 0.0]
     """
-    out: dict[int, list[float]] = {}
-    width = len(JOINT_FEATURES)
-    for leg in legs:
-        vector = leg.name == "vector"
-        mm = _minmax(list(leg.raws) if vector else [-r for r in leg.raws])
-        a = 0 if vector else 1  # column offset: vector features are even, keyword odd
-        seen: set[int] = set()
-        for cid, m, p, r in zip(leg.ids, mm, leg.probs, leg.ranks):
-            if cid in seen:
-                continue  # a chunk listed twice in one leg keeps its first entry
-            seen.add(cid)
-            row = out.get(cid)
-            if row is None:
-                row = out[cid] = [0.0] * width
-            row[a] = m
-            row[2 + a] = p
-            row[4 + a] = RANK_K / (RANK_K + r)
-    for row in out.values():
-        row[6] = 1.0 if row[4] > 0.0 and row[5] > 0.0 else 0.0
-    read = {cid: a for cid, a in (alignment or {}).items() if cid in out}
-    if read:
-        low = min(read.values())
-        for cid, a in read.items():
-            out[cid][7] = a - low
-    return out
+    ids, x = feature_matrix(legs, alignment)
+    return dict(zip(ids, x.tolist()))
 
 
 def feature_matrix(legs: Sequence[JointLeg],
                    alignment: Mapping[int, float] | None = None) -> tuple[list[int], np.ndarray]:
-    """:func:`joint_features` as ``(chunk ids, one row per id)``, the form :func:`joint_fusion` reads."""
-    rows = joint_features(legs, alignment)
-    return list(rows), np.array(list(rows.values()), dtype=np.float64)
+    """:func:`joint_features` as ``(chunk ids, one row per id)``, the form :func:`joint_fusion` reads: the ids in
+    first-seen order (a leg's in rank order, the next leg's new ones after)."""
+    firsts = []  # per leg: the ids it lists and the entry each keeps (a chunk listed twice keeps its first)
+    for leg in legs:
+        ids = list(leg.ids)
+        entry = dict(zip(ids, range(len(ids))))
+        if len(entry) != len(ids):
+            entry = {}
+            for i, cid in enumerate(ids):
+                entry.setdefault(cid, i)
+            ids = list(entry)
+        firsts.append((ids, entry))
+    row = {cid: i for i, cid in enumerate(dict.fromkeys(cid for ids, _ in firsts for cid in ids))}
+    x = np.zeros((len(row), len(JOINT_FEATURES)), dtype=np.float64)
+    for leg, (ids, entry) in zip(legs, firsts):
+        if not ids:
+            continue
+        vector = leg.name == "vector"
+        a = 0 if vector else 1  # column offset: vector features are even, keyword odd
+        raws = np.asarray(leg.raws, dtype=np.float64)
+        mm = _minmax(raws if vector else -raws)
+        at = np.fromiter(map(row.__getitem__, ids), dtype=np.intp, count=len(ids))
+        kept = np.fromiter(map(entry.__getitem__, ids), dtype=np.intp, count=len(ids))
+        x[at, a] = mm[kept]
+        x[at, 2 + a] = np.asarray(leg.probs, dtype=np.float64)[kept]
+        x[at, 4 + a] = RANK_K / (RANK_K + np.asarray(leg.ranks, dtype=np.float64)[kept])
+    x[:, 6] = (x[:, 4] > 0.0) & (x[:, 5] > 0.0)
+    read = {row[cid]: a for cid, a in (alignment or {}).items() if cid in row}
+    if read:
+        low = min(read.values())
+        for i, a in read.items():
+            x[i, 7] = a - low
+    return list(row), x
 
 
 def joint_fusion(legs: Sequence[JointLeg], model: Calibration,

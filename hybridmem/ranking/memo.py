@@ -23,7 +23,7 @@ from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
 from hybridmem.tokenization import bm25_idf
-from hybridmem.records import Candidates, ChunkInfo, LegHit
+from hybridmem.records import Candidates, ChunkInfo, LegHit, frozen_tokens
 
 __all__ = ["Leg", "RankMemo"]
 
@@ -75,8 +75,9 @@ class RankMemo:
             else:
                 chunks = c.chunks
                 probs = keyword_probabilities([h.raw for h in c.keyword],
-                                              [chunks[h.chunk_id].tokens if h.chunk_id in chunks else frozenset()
-                                               for h in c.keyword], c.query_tokens, KEYWORD_CALIBRATION)
+                                              [frozen_tokens(chunks[h.chunk_id].tokens) if h.chunk_id in chunks
+                                               else frozenset() for h in c.keyword], c.query_tokens,
+                                              KEYWORD_CALIBRATION)
 
             def got(raws: Sequence[float], ranks: Sequence[int], probs: list[float] = probs) -> list[float]:
                 return [probs[r - 1] for r in ranks]
@@ -159,19 +160,19 @@ class RankMemo:
         v, k = by.get("vector"), by.get("keyword")
         q = frozenset(self.candidates.query_tokens)
         chunks = self.candidates.chunks
-        top = [] if k is None or not q else [chunks[cid].tokens for cid in k.scored.ids[:AGREE_DEPTH]]
+        top = [] if k is None or not q else [frozen_tokens(chunks[cid].tokens) for cid in k.scored.ids[:AGREE_DEPTH]]
         coverages = [sum(1 for t in q if t in tokens) / len(q) for tokens in top]
         weights = self.term_weights()
         idf_coverages = None
         if weights is not None and top:
             total = sum(weights.values())
             idf_coverages = [sum(w for t, w in weights.items() if t in tokens) / total for tokens in top]
-        left = set(q)
+        left = q
         for leg in legs:  # each leg's top NORM_DEPTH, as fitted: the share must not grow with max_results
             for cid in leg.scored.ids[:NORM_DEPTH]:
                 if not left:
                     break
-                left.difference_update(chunks[cid].tokens)
+                left = left.difference(frozen_tokens(chunks[cid].tokens))
         return query_features(
             v.scored.ids if v else (), v.raws if v else (), self.probabilities(v) if v else (),
             k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left),
