@@ -158,10 +158,12 @@ class _Pool(NamedTuple):
         return cls(matrix, tokens, offsets, lengths, {})
 
     def intersections(self, s: int) -> np.ndarray:
-        """``|set s & set t|`` for every set ``t`` of the pool (with itself: the shared tokens only); read-only."""
+        """``|set s & set t|`` for every set ``t`` of the pool (with itself: its size, though its tokens no other set
+        holds have no row); read-only."""
         got = self.rows.get(s)
         if got is None:
             got = self.matrix[self.tokens[self.offsets[s]:self.offsets[s + 1]]].sum(axis=0, dtype=np.int64)
+            got[s] = self.sizes[s]
             got.flags.writeable = False
             self.rows[s] = got
         return got
@@ -189,9 +191,7 @@ class BitJaccard:
     def column(self, j: int) -> np.ndarray:
         """``[sim(i, j) for every position i]`` as float64."""
         at, sizes = self._at, self._sizes
-        inter = self._pool.intersections(int(at[j]))[at]
-        same = at == at[j]  # the same set: its own tokens may have no row
-        inter[same] = sizes[same]
+        inter = self._pool.intersections(int(at[j]))[at]  # a position holding the same set reads its size
         union = sizes + sizes[j] - inter
         return np.divide(inter, union, out=np.zeros(len(at)), where=inter > 0)
 
