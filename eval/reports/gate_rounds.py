@@ -20,10 +20,8 @@ import numpy as np
 
 from hybridmem.config import Settings, provider_model
 from hybridmem.config.calibration import ANSWER_THRESHOLD
-from hybridmem.eval.datasets import load_dataset
-from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, DecisionRows, collect
+from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, collect_rows
 from hybridmem.eval.gate_rounds import gate_table
-from hybridmem.eval.runner import Evaluator
 from hybridmem.ranking.gate import GATE_FEATURES
 
 ap = argparse.ArgumentParser()
@@ -46,12 +44,9 @@ if args.rows and args.rows.exists():
         sys.exit(f"gate_rounds.py: {args.rows} was collected over other gate features than today's; collect again")
     rows = saved["rows"]
 else:
-    rows, t0 = DecisionRows(), time.time()
-    for name in DECISION_DATASETS:
-        ev = Evaluator(load_dataset(name), settings, progress=False)
-        collect(ev, rows)
-        ev.close()
-        print(f"{name}: {time.time() - t0:.0f} s", file=sys.stderr)
+    t0 = time.time()
+    rows = collect_rows(settings, DECISION_DATASETS)
+    print(f"rows collected in {time.time() - t0:.0f} s", file=sys.stderr)
     if args.rows:
         args.rows.write_bytes(pickle.dumps({"model": model, "features": GATE_FEATURES, "rows": rows}))
 

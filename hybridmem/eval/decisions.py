@@ -57,8 +57,8 @@ from hybridmem.records import Candidates
 
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
-           "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "false_point", "fit_decisions",
-           "fit_gate", "fit_order", "fit_pair", "fit_rows", "place_gate", "vector_took_part"]
+           "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "collect_rows", "false_point",
+           "fit_decisions", "fit_gate", "fit_order", "fit_pair", "fit_rows", "place_gate", "vector_took_part"]
 
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
@@ -302,16 +302,20 @@ def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[st
     ``settings_by_model``: ``{embedding model: Settings that select it}``; ``datasets``: dataset names (their train
     splits and no-answer sets are read).
     """
+    return fit_rows({model: collect_rows(settings, datasets, progress)
+                     for model, settings in settings_by_model.items()})
+
+
+def collect_rows(settings: object, datasets: Sequence[str], progress: bool = True) -> DecisionRows:
+    """:func:`collect` over each of ``datasets`` (their train splits and no-answer sets) under ``settings``."""
     from hybridmem.eval.datasets import load_dataset
 
-    rows_by_model: dict[str, DecisionRows] = {}
-    for model, settings in settings_by_model.items():
-        rows = rows_by_model[model] = DecisionRows()
-        for name in datasets:
-            ev = Evaluator(load_dataset(name), settings, progress=progress)  # type: ignore[arg-type]
-            collect(ev, rows)
-            ev.close()
-    return fit_rows(rows_by_model)
+    rows = DecisionRows()
+    for name in datasets:
+        ev = Evaluator(load_dataset(name), settings, progress=progress)  # type: ignore[arg-type]
+        collect(ev, rows)
+        ev.close()
+    return rows
 
 
 def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
