@@ -394,12 +394,33 @@ def test_rank_memo_is_invisible():
                for lam in (0.3, 0.7) for m in (3, 6)]
     configs += [cfg(fusion="rrf", max_results=5), cfg(decay=True, half_life_days=3.0), cfg(vector_weight=0.0),
                 cfg(bm25_norm="zscore", max_injected_chars=200, snippet_chars=40), cfg(snippet_chars=30)]
+    # the joint order: configs that differ only past fusion share its probabilities, other weights do not
+    configs += [RankConfig(**changes) for changes in ({}, {"mmr": True, "mmr_lambda": 0.5}, {"decay": True},
+                                                      {"vector_weight": 0.6, "text_weight": 0.4})]
     calls = [(config, options) for config in configs + configs[::-1]
              for options in ({}, {"explain": False, "centred_snippets": False}, {"full_mmr": True})]
     memo = RankMemo(c)
-    remembered = [rank(c, config, memo=memo, **options) for config, options in calls]
-    assert remembered == [rank(c, config, **options) for config, options in calls]
+    remembered = [rank(c, config, NOW, memo=memo, **options) for config, options in calls]
+    assert remembered == [rank(c, config, NOW, **options) for config, options in calls]
     assert memo._legs and memo._orders and memo._snippets  # noqa: SLF001 - the memo was used, not bypassed
+    # the joint order's probabilities: one entry per weighting over the same features (0.5/0.5 and 0.6/0.4)
+    assert any(isinstance(fused, dict) and len(fused) == 2 for _, fused in memo._joint.values())  # noqa: SLF001
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(token_sets, min_size=1, max_size=10), st.data())
+def test_token_bits_by_key_equals_by_set(sets, data):
+    # rank() names its candidates by chunk id (the universe's keys): the same Jaccard as naming the sets
+    universe = {100 + i: s for i, s in enumerate(sets)}
+    bits = TokenBits(lambda: universe)
+    keys = data.draw(st.lists(st.sampled_from(sorted(universe)), min_size=1, max_size=15))
+    by_key = bits.similarity_of(keys)
+    by_set = TokenBits().similarity([universe[k] for k in keys])
+    for i, a in enumerate(keys):
+        for j, b in enumerate(keys):
+            assert by_key(i, j) == by_set(i, j) == _set_jaccard(universe[a], universe[b])
+    with pytest.raises(KeyError):
+        bits.similarity_of([99])
 
 
 def test_rank_memo_belongs_to_one_candidates_object():

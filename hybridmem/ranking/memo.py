@@ -58,10 +58,11 @@ class RankMemo:
                                                                  tuple[int, ...], dict[int, int]]] = {}
         self._orders: dict[tuple, tuple[list[int], dict[int, float]]] = {}  # leg names + pool -> (order, all 1.0)
         self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
-        self.token_bits = TokenBits(lambda: [c.tokens for c in candidates.chunks.values()])
+        self.token_bits = TokenBits(lambda: {cid: c.tokens for cid, c in candidates.chunks.items()})
         self._calibrated: dict[str, Normalizer] = {}
         self._answer: dict[tuple, float] = {}
-        self._joint: dict[tuple, tuple[list[int], np.ndarray]] = {}  # the legs' names and ids -> joint features
+        # the legs' names and ids -> their joint features, and the fused probabilities per legs' factors
+        self._joint: dict[tuple, tuple[tuple[list[int], np.ndarray], dict[tuple, tuple]]] = {}
         self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
 
     def calibrated(self, leg: str) -> Normalizer:
@@ -142,16 +143,24 @@ class RankMemo:
     def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
         """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model; when the candidates carry
         the token alignment and the model has an order that weighs it (:func:`~hybridmem.config.calibration.joint_model`),
-        in that order, with the plain model's probabilities handed out down it."""
+        in that order, with the plain model's probabilities handed out down it. Legs with the same chunks and
+        factors get the same dict: read it, never change it."""
         joint_legs = self.joint_legs(legs, config)
         key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
-        feats = self._joint.get(key)
-        if feats is None:
-            feats = self._joint[key] = feature_matrix(joint_legs, self.candidates.passage_alignment)
+        entry = self._joint.get(key)
+        if entry is None:
+            entry = self._joint[key] = (feature_matrix(joint_legs, self.candidates.passage_alignment), {})
+        feats, fused = entry
         c = self.candidates
         plain = joint_model(c.vector_model or "")
         order = joint_model(c.vector_model or "", aligned=c.passage_alignment is not None)
-        return joint_fusion(joint_legs, order, feats, None if order is plain else plain)
+        # the probabilities depend on the legs' factors alone: configs that differ elsewhere (MMR, decay) share them
+        factors = tuple(leg.factor for leg in joint_legs)
+        got = fused.get(factors)
+        if got is None or got[0] is not order or got[1] is not plain:
+            got = fused[factors] = (order, plain, joint_fusion(joint_legs, order, feats,
+                                                                None if order is plain else plain))
+        return got[2]
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
         """The answer gate's features of this query (:func:`~hybridmem.ranking.gate.query_features`) from the legs

@@ -6,11 +6,12 @@ candidate. ``lambda = 1`` is plain relevance order; lower values push near-dupli
 
 Each step scores every candidate left at once (numpy, in relevance order, so ``argmax`` breaks ties toward the
 earlier one) and then brings every max-similarity up to date with one *column*, the similarities of all candidates
-to the one just picked: :class:`TokenBits` gives the Jaccard column as AND and popcount over a bit matrix, any other
-similarity is asked pair by pair. With ``lambda = 1`` no similarity is computed at all. ``k`` / ``counts`` stop the
-selection early once enough counted candidates have been picked (``rank()`` stops once its cut is settled). (Looking
-only at the prefix of candidates whose bound ``lambda * rel_i`` can still win was tried: with min-max relevance and
-lambda up to 0.9 the prefix held 168 of 175 candidates on average in the SciFact sweep, so it saved nothing.)
+to the one just picked: :class:`TokenBits` gives the Jaccard column as a gather from the picked set's Jaccard row
+(worked out once per query's pool), any other similarity is asked pair by pair. With ``lambda = 1`` no similarity
+is computed at all. ``k`` / ``counts`` stop the selection early once enough counted candidates have been picked
+(``rank()`` stops once its cut is settled). (Looking only at the prefix of candidates whose bound
+``lambda * rel_i`` can still win was tried: with min-max relevance and lambda up to 0.9 the prefix held 168 of 175
+candidates on average in the SciFact sweep, so it saved nothing.)
 
 Example:
     >>> sets = [frozenset("ab"), frozenset("ab"), frozenset("xy")]
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 from threading import Lock
-from typing import AbstractSet, Callable, Container, NamedTuple, Sequence
+from typing import AbstractSet, Callable, Container, Hashable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -71,16 +72,18 @@ def token_hashes(tokens: AbstractSet[str]) -> np.ndarray:
 
 
 class TokenBits:
-    """Token sets of one candidate pool as a token-by-set matrix, so a Jaccard column is a gather and a sum.
+    """Token sets of one candidate pool as a token-by-set matrix, so a Jaccard column is a gather.
 
     The matrix has a row for each token that at least two of the pool's sets hold (a token only one set holds never
     meets another set's; the sizes come from the sets) and a column for each set, numbered once for the whole pool:
     ``rank()`` keeps one ``TokenBits`` per query's candidates (``universe``: every candidate's tokens), and every
-    MMR config of a sweep reads the same matrix. The intersections of set ``j`` with every set are the sums of the
-    matrix rows of ``j``'s tokens. Tokens are told apart by their 64-bit hash (:func:`token_hashes`), so the result
-    is exactly :func:`jaccard`'s (the same intersection and union sizes, divided the same way) unless two of the
-    pool's distinct tokens share a hash. A set outside the matrix (no universe, or a set the universe lacks) is
-    added by numbering the pool again.
+    MMR config of a sweep reads the same matrix (``universe`` maps each chunk id to its tokens, so ``rank()`` names
+    its candidates by id: :meth:`similarity_of`). The intersections of set ``j`` with every set are the sums of the
+    matrix rows of ``j``'s tokens; ``j``'s Jaccard row over the pool is worked out from them once, when MMR first
+    picks ``j``, and every later column of ``j`` is a gather from it. Tokens are told apart by their 64-bit hash
+    (:func:`token_hashes`), so the result is exactly :func:`jaccard`'s (the same intersection and union sizes,
+    divided the same way) unless two of the pool's distinct tokens share a hash. A set outside the matrix (no
+    universe, or a set the universe lacks) is added by numbering the pool again.
 
     Example:
         >>> bits = TokenBits()
@@ -88,12 +91,13 @@ class TokenBits:
         0.5
     """
 
-    __slots__ = ("_universe", "_sets", "_row", "_pool", "_lock")
+    __slots__ = ("_universe", "_sets", "_row", "_key", "_pool", "_lock")
 
-    def __init__(self, universe: Callable[[], Sequence[AbstractSet[str]]] | None = None) -> None:
-        self._universe = universe  # called once, when a similarity is first asked for
+    def __init__(self, universe: Callable[[], Mapping[Hashable, AbstractSet[str]]] | None = None) -> None:
+        self._universe = universe  # called once, when a similarity is first asked for: each set under its key
         self._sets: list[AbstractSet[str]] = []  # every set numbered so far (kept alive: rows are keyed by id())
         self._row: dict[int, int] = {}  # id(set) -> its number
+        self._key: dict[Hashable, int] = {}  # a universe key -> its set's number
         self._pool = _Pool.build([])
         self._lock = Lock()  # two threads ranking one pool must not renumber it at once
 
@@ -101,9 +105,7 @@ class TokenBits:
         """The pool's matrix and each set's number in it, in the order given (one set given twice has one number;
         its tokens held by no other set have no row, so its pairs with itself read its size)."""
         with self._lock:
-            if self._universe is not None:
-                self._add(self._universe())
-                self._universe = None
+            self._add_universe()
             row = self._row
             try:
                 at = np.fromiter(map(row.__getitem__, map(id, token_sets)), dtype=np.intp, count=len(token_sets))
@@ -111,6 +113,13 @@ class TokenBits:
                 self._add(token_sets)
                 at = np.fromiter(map(row.__getitem__, map(id, token_sets)), dtype=np.intp, count=len(token_sets))
             return self._pool, at
+
+    def _add_universe(self) -> None:
+        if self._universe is not None:
+            universe = self._universe()
+            self._universe = None
+            self._add(list(universe.values()))
+            self._key = {key: self._row[id(t)] for key, t in universe.items()}
 
     def _add(self, token_sets: Sequence[AbstractSet[str]]) -> None:
         for t in token_sets:
@@ -128,11 +137,23 @@ class TokenBits:
         pool, at = self.numbers(token_sets)
         return BitJaccard(pool, at)
 
+    def similarity_of(self, keys: Sequence[Hashable]) -> "BitJaccard":
+        """Jaccard over positions in ``keys``, each naming its set in the universe (``rank()`` passes chunk ids:
+        no set to look up per candidate).
+
+        Raises:
+            KeyError: a key the universe does not hold.
+        """
+        with self._lock:
+            self._add_universe()
+            key = self._key
+            return BitJaccard(self._pool, np.fromiter(map(key.__getitem__, keys), dtype=np.intp, count=len(keys)))
+
 
 class _Pool(NamedTuple):
     """What :class:`TokenBits` numbers: ``matrix[t, s]`` is 1 when set ``s`` holds shared token ``t``; set ``s``'s
     shared tokens are ``tokens[offsets[s]:offsets[s + 1]]``; ``sizes[s]`` is its size; ``rows`` keeps each set's
-    intersections once worked out (the sets MMR picks recur across a sweep's configs)."""
+    Jaccard row once worked out (the sets MMR picks recur across a sweep's configs)."""
 
     matrix: np.ndarray
     tokens: np.ndarray
@@ -157,13 +178,17 @@ class _Pool(NamedTuple):
         np.cumsum(np.bincount(owner, minlength=len(hashed)), out=offsets[1:])
         return cls(matrix, tokens, offsets, lengths, {})
 
-    def intersections(self, s: int) -> np.ndarray:
-        """``|set s & set t|`` for every set ``t`` of the pool (with itself: its size, though its tokens no other set
-        holds have no row); read-only."""
+    def jaccard_row(self, s: int) -> np.ndarray:
+        """Jaccard of set ``s`` with every set of the pool (with itself: 1, or 0 when empty), as float64; read-only.
+
+        The intersections are the sums of the matrix rows of ``s``'s shared tokens (with itself: its size, though
+        its tokens no other set holds have no row); two empty sets have a union of 0 and an intersection of 0,
+        which reads 0 as :func:`jaccard` does."""
         got = self.rows.get(s)
         if got is None:
-            got = self.matrix[self.tokens[self.offsets[s]:self.offsets[s + 1]]].sum(axis=0, dtype=np.int64)
-            got[s] = self.sizes[s]
+            inter = self.matrix[self.tokens[self.offsets[s]:self.offsets[s + 1]]].sum(axis=0, dtype=np.int64)
+            inter[s] = self.sizes[s]
+            got = inter / np.maximum(self.sizes + self.sizes[s] - inter, 1)
             got.flags.writeable = False
             self.rows[s] = got
         return got
@@ -174,11 +199,10 @@ class BitJaccard:
     pool: ``sim(i, j)`` for a pair, ``sim.column(j)`` for every position against ``j`` at once (exactly the pairs'
     values)."""
 
-    __slots__ = ("_pool", "_at", "_sizes")
+    __slots__ = ("_pool", "_at")
 
     def __init__(self, pool: _Pool, at: np.ndarray) -> None:
         self._pool, self._at = pool, at  # ``at[i]``: position i's number in the pool
-        self._sizes = pool.sizes[at]
 
     def __call__(self, i: int, j: int) -> float:
         return float(self.column(j)[i])
@@ -189,11 +213,9 @@ class BitJaccard:
         return BitJaccard(self._pool, self._at[order]).column
 
     def column(self, j: int) -> np.ndarray:
-        """``[sim(i, j) for every position i]`` as float64."""
-        at, sizes = self._at, self._sizes
-        inter = self._pool.intersections(int(at[j]))[at]  # a position holding the same set reads its size
-        union = sizes + sizes[j] - inter
-        return np.divide(inter, union, out=np.zeros(len(at)), where=inter > 0)
+        """``[sim(i, j) for every position i]`` as float64 (a gather from ``j``'s set's Jaccard row)."""
+        at = self._at
+        return self._pool.jaccard_row(int(at[j]))[at]
 
 
 def chunk_similarity(chunks: Sequence[ChunkInfo], kind: str = "jaccard", bits: TokenBits | None = None) -> Similarity:
@@ -267,15 +289,13 @@ def mmr_select(
     ranged = getattr(similarity, "ranged", None)
     sim = ranged(order) if ranged is not None else _PairColumns(similarity, order)
     maxsim = np.zeros(n)  # in relevance order: the largest similarity to a pick so far
-    taken = np.zeros(n, dtype=bool)
     selected: list[int] = []
     scores: list[float] = []
     found = 0
     while len(selected) < n:
         score = bound - penalty * maxsim
-        score[taken] = -math.inf
         pos = int(np.argmax(score))  # the first of equal scores: the earlier in relevance order
-        taken[pos] = True
+        bound[pos] = -math.inf  # picked: it scores -inf from now on
         pick = int(order[pos])
         selected.append(pick)
         scores.append(float(score[pos]))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 from hybridmem.errors import ConfigError
 Normalizer = Callable[[Sequence[float], Sequence[int]], list[float]]
 
@@ -45,7 +47,8 @@ def minmax(values: Sequence[float]) -> list[float]:
     """Min-max scaling to [0, 1]: ``(x - min) / (max - min)``.
 
     When every value is equal (including a single value) every score is 1.0: the list holds no information about
-    order, and each entry is as good as the best one.
+    order, and each entry is as good as the best one. A float64 array gives an array of the same values (MMR's
+    relevance).
 
     Example:
         >>> minmax([3.0, 1.0, 2.0])
@@ -53,6 +56,12 @@ def minmax(values: Sequence[float]) -> list[float]:
         >>> minmax([0.2])
         [1.0]
     """
+    if isinstance(values, np.ndarray):
+        if not len(values):
+            return values
+        lo, hi = values.min(), values.max()
+        span = hi - lo
+        return np.ones(len(values)) if span <= 0.0 else (values - lo) / span
     if not values:
         return []
     lo = min(values)

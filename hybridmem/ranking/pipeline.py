@@ -231,14 +231,16 @@ def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[
     none = Diversified(ordered, {}, {})
     if not config.mmr:
         return none
-    values = decayed.values_of(ordered) if isinstance(decayed, _Scaled) else list(map(decayed.__getitem__, ordered))
+    values = (decayed.values_of(ordered) if isinstance(decayed, _Scaled)
+              else np.fromiter(map(decayed.__getitem__, ordered), dtype=np.float64, count=len(ordered)))
     # ``ordered`` is by score, best first: the passing candidates are a prefix
-    passing = range(next((i for i, v in enumerate(values) if v < config.min_score), len(values)))
+    below = np.flatnonzero(values < config.min_score)
+    passing = range(int(below[0]) if len(below) else len(values))
     if not passing and not full_mmr:
         return none
     relevance = minmax(values)
-    similarity = chunk_similarity([chunks[cid] for cid in ordered], config.mmr_similarity,
-                                  token_bits)
+    similarity = (token_bits.similarity_of(ordered) if config.mmr_similarity == "jaccard"
+                  else chunk_similarity([chunks[cid] for cid in ordered], config.mmr_similarity, token_bits))
     if full_mmr:
         picked, scores = mmr_select(relevance, similarity, config.mmr_lambda)
     else:
@@ -311,10 +313,9 @@ class _Scaled(Mapping[int, float]):
     def __getitem__(self, cid: int) -> float:
         return self._scores[cid] * self._factor
 
-    def values_of(self, ids: Sequence[int]) -> list[float]:
-        """``[self[cid] for cid in ids]``, the same products, in one pass."""
-        return (np.fromiter(map(self._scores.__getitem__, ids), dtype=np.float64, count=len(ids))
-                * self._factor).tolist()
+    def values_of(self, ids: Sequence[int]) -> np.ndarray:
+        """``[self[cid] for cid in ids]`` as an array, the same products, in one pass."""
+        return np.fromiter(map(self._scores.__getitem__, ids), dtype=np.float64, count=len(ids)) * self._factor
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._scores)
