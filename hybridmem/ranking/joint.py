@@ -46,6 +46,7 @@ Example:
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -89,7 +90,7 @@ def _minmax(values: Sequence[float]) -> np.ndarray:
     hi, lo = x.max(), x[:NORM_DEPTH].min()
     if hi - lo <= 1e-12:
         return (x >= hi - 1e-12).astype(np.float64)
-    return np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+    return np.minimum(np.maximum((x - lo) / (hi - lo), 0.0), 1.0)  # clipped to [0, 1] (np.clip's dispatch is slower)
 
 
 def joint_features(legs: Sequence[JointLeg],
@@ -122,7 +123,8 @@ def feature_matrix(legs: Sequence[JointLeg],
                 entry.setdefault(cid, i)
             ids = list(entry)
         firsts.append((ids, entry))
-    row = {cid: i for i, cid in enumerate(dict.fromkeys(cid for ids, _ in firsts for cid in ids))}
+    seen = dict.fromkeys(chain.from_iterable(ids for ids, _ in firsts))
+    row = dict(zip(seen, range(len(seen))))
     x = np.zeros((len(row), len(JOINT_FEATURES)), dtype=np.float64)
     for leg, (ids, entry) in zip(legs, firsts):
         if not ids:
@@ -190,4 +192,4 @@ def joint_fusion(legs: Sequence[JointLeg], model: Calibration,
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(z))  # the logistic function without overflow, as calibrate.sigmoid
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e)
