@@ -227,6 +227,7 @@ def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[
     """MMR over the sorted candidates when ``config.mmr`` is on and something passes ``min_score`` (or ``full_mmr``).
 
     Unless ``full_mmr``, MMR stops once ``max_results`` passing candidates were picked: the rest are cut anyway.
+    ``token_bits`` is the :class:`RankMemo`'s, whose universe holds every candidate chunk's tokens by chunk id.
     """
     none = Diversified(ordered, {}, {})
     if not config.mmr:
