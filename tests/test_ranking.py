@@ -168,6 +168,17 @@ def test_ranx_combmnz_through_rank():
     assert all(h.vector_part is None and h.text_part is None for h in r.candidates)  # not a sum of leg terms
 
 
+@pytest.mark.parametrize("method", ["combsum", "combmnz", "max", "wsum", "mixed", "isr", "bordafuse"])
+def test_ranx_fusion_ids_of_different_lengths(method, recwarn):
+    """ranx's score-combining methods read ids of different lengths as different documents (a phantom '7\\Uffffffff'
+    beside '7'); rank() hands them ids of one width, so every chunk comes back once, and numba's warnings stay out."""
+    pytest.importorskip("ranx")
+    r = rank(make([(7, 0.9), (12, 0.5), (123, 0.1)], [(7, -6.0), (1000, -2.0)]), cfg(fusion=method))
+    assert sorted(h.chunk_id for h in r.candidates) == [7, 12, 123, 1000]
+    assert r.hits[0].chunk_id == 7  # first in both legs
+    assert not [w for w in recwarn if "numba" in type(w.message).__module__]
+
+
 # --- legs, pool, weights ----------------------------------------------------------------------------------------
 
 

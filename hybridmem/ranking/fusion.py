@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 from hybridmem.errors import ConfigError
@@ -183,12 +184,18 @@ def ranx_fusion(legs: Sequence[ScoredLeg], method: str, k: int = 60) -> dict[int
         from ranx import Run, fuse
     except ImportError as exc:  # pragma: no cover - ranx is a core dependency
         raise ImportError(f"fusion {method!r} needs ranx: pip install ranx ({exc})") from None
-    runs = [Run({"q": {str(cid): float(s) for cid, s in zip(leg.ids, leg.scores)}}, name=leg.name) for leg in legs]
+    # ids of one width: ranx's numba score-combining methods (sum, mnz, max, wsum, mixed) read ids of different
+    # lengths as different documents and return a phantom one (``'7\Uffffffff'`` beside ``'7'`` and ``'12'``)
+    width = max(len(str(cid)) for leg in legs for cid in leg.ids) if any(leg.ids for leg in legs) else 1
+    runs = [Run({"q": {str(cid).zfill(width): float(s) for cid, s in zip(leg.ids, leg.scores)}}, name=leg.name)
+            for leg in legs]
     params: dict[str, Any] = dict(_RANX_PARAMS.get(ranx_name, {}))
     if ranx_name in _RANX_WEIGHTED:
         total = sum(leg.weight for leg in legs)
         params["weights"] = [leg.weight / total for leg in legs]
-    fused_run = fuse(runs=runs, norm=None, method=ranx_name, params=params)
+    with warnings.catch_warnings():  # numba's NumbaTypeSafetyWarning on ranx's own casts, one per call
+        warnings.simplefilter("ignore")
+        fused_run = fuse(runs=runs, norm=None, method=ranx_name, params=params)
     scores = fused_run.to_dict().get("q", {})
     return {int(doc): float(s) for doc, s in scores.items()}
 
