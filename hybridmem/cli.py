@@ -19,6 +19,7 @@ from hybridmem.config.calibration import joint_model
 from hybridmem.errors import HybridMemError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from hybridmem.index import MemoryIndex
     from hybridmem.sync import SyncReport
 
 __all__ = ["COMMANDS", "build_parser", "command", "main", "open_index", "print_json"]
@@ -71,7 +72,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         from hybridmem.sync.reindex import open_or_quarantine
 
         target = resolve_index_path(args.index, resolve_workspace(args.workspace), _settings(args))
-        idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target)
+
+        def unsound(idx: MemoryIndex) -> str | None:
+            problems = idx.check() if idx.store.backend == "sqlite" else []
+            why = " ".join("; ".join(problems).split())  # quick_check's report spans lines
+            if why:
+                print(f"note: the index {target} is damaged ({why}); it is moved aside and rebuilt",
+                      file=sys.stderr, flush=True)
+            return why or None
+
+        idx_cm = open_or_quarantine(lambda: open_index(args, keyword_only=args.keyword_only), target, unsound)
     else:
         idx_cm = open_index(args, keyword_only=args.keyword_only)
     with idx_cm as idx:
@@ -398,6 +408,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _corrupt_index(exc: BaseException) -> bool:
+    """An SQLite ``DatabaseError`` (any driver's) that says the file is damaged."""
+    from hybridmem.store.connection import is_corruption
+
+    return any(c.__name__ == "DatabaseError" for c in type(exc).__mro__) and is_corruption(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -411,6 +428,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hybridmem: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # a damaged page met after the index opened (the header and schema read fine): one line, not a traceback
+        if os.environ.get("HYBRIDMEM_DEBUG") or not _corrupt_index(exc):
+            raise
+        print(f"hybridmem: error: the index is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`",
+              file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
 

@@ -306,6 +306,38 @@ def test_corrupt_index_gives_clear_error_and_rebuild_works(tmp_path: Path, capsy
     assert list(index.parent.glob("index.sqlite.corrupt-*")), "the corrupt file is kept aside for inspection"
 
 
+@pytest.mark.parametrize("offset", [4096, 8192, 12288])
+def test_damaged_page_after_open_gives_one_line_and_rebuild_works(tmp_path: Path, offset: int,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A page past the header and schema overwritten: the index opens, and the damage surfaces at the first read of
+    that page (the settings, the meta table, a chunk). Every command says so in one line (exit 2); ``index
+    --rebuild`` finds it with ``quick_check``, moves the file aside and rebuilds."""
+    ws = make_workspace(tmp_path / "ws", files=3, lines=10)
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n')  # the CLI opens it as it was built
+    with MemoryIndex(ws) as idx:
+        idx.sync()
+        idx.store.checkpoint()
+    index = ws / ".hybridmem" / "index.sqlite"
+    with open(index, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(b"\xab" * 4096)
+    capsys.readouterr()
+    for argv in (["search", "payment", str(ws)], ["get", "MEMORY.md", str(ws)], ["status", str(ws)], ["index", str(ws)]):
+        code = cli_main(argv)
+        err = capsys.readouterr().err
+        if code == 0:  # this command never read the damaged page
+            continue
+        assert code in (1, 2) and "Traceback" not in err, (argv, err)
+        assert err.count("\n") == 1 and "hybridmem index --rebuild" in err or argv[0] == "status", (argv, err)
+    assert cli_main(["index", str(ws), "--rebuild"]) == 0
+    assert "is damaged" in capsys.readouterr().err
+    with MemoryIndex(ws) as idx:
+        assert idx.status()["files"] == 4
+        assert idx.search("payment").results
+        assert not idx.check()
+    assert list(index.parent.glob("index.sqlite.corrupt-*")), "the damaged file is kept aside for inspection"
+
+
 def test_rebuild_moves_aside_the_index_store_path_names(tmp_path: Path) -> None:
     """The CLI resolves the index file as the facade does (``config.resolve_index_path``), so ``--rebuild`` moves
     aside the corrupt file ``store.path`` names, not the default one."""

@@ -197,13 +197,28 @@ def quarantine(index_path: str | Path) -> Path | None:
     return dest
 
 
-def open_or_quarantine(open_index: Callable[[], T], index_path: str | Path) -> T:
+def open_or_quarantine(open_index: Callable[[], T], index_path: str | Path,
+                       unsound: Callable[[T], str | None] | None = None) -> T:
     """``open_index()``; when the file is corrupt, move it aside (see :func:`quarantine`) and open a fresh one.
 
-    This is what ``hybridmem index --rebuild`` does, so a rebuild always works, whatever state the file is in.
+    ``unsound(opened)``: why an index that opened is still damaged (a page ``quick_check`` cannot read: the header
+    and schema survived, a later page did not), or None; such an index is moved aside too. This is what
+    ``hybridmem index --rebuild`` does, so a rebuild always works, whatever state the file is in.
     """
     try:
-        return open_index()
+        opened = open_index()
     except IndexCorruptError:
         quarantine(index_path)
         return open_index()
+    if unsound is None:
+        return opened
+    try:
+        why = unsound(opened)
+    except BaseException:
+        opened.close()  # type: ignore[attr-defined]
+        raise
+    if why is None:
+        return opened
+    opened.close()  # type: ignore[attr-defined]
+    quarantine(index_path)
+    return open_index()
