@@ -10,12 +10,14 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Any
 
 from hybridmem.commands import command, print_json
 from hybridmem.config import load_settings
+from hybridmem.errors import ArgumentError
 from hybridmem.store.shared_cache import SharedCache, default_path
 
 
@@ -38,6 +40,10 @@ def _mb(n: float) -> str:
 @command("cache")
 def cmd_cache(args: argparse.Namespace) -> int:
     """Show or prune the shared embedding cache."""
+    for flag, value in (("--max-mb", args.max_mb), ("--older-than", args.older_than)):
+        # a typo such as --max-mb -5 must not empty every workspace's cache
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ArgumentError(f"{flag} must be a number >= 0, got {value:g}; nothing was pruned")
     cfg = load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None)).embedding
     cache = SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20)
     try:

@@ -224,6 +224,12 @@ def test_cache_cli_stats_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture
     assert st["models"][0]["model"] == "hash-v1"
     assert cli_main(["cache", "stats"]) == 0
     assert f"{chunks:,} vectors" in capsys.readouterr().out
+    for bad in (["--max-mb=-5"], ["--max-mb", "nan"], ["--max-mb", "inf"], ["--older-than=-1"]):  # a typo prunes nothing
+        assert cli_main(["cache", "prune", *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "must be a number >= 0" in err and "nothing was pruned" in err
+    assert cli_main(["cache", "stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == chunks
     assert cli_main(["cache", "prune", "--max-mb", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["removed"] == chunks and out["rows"] == 0
