@@ -201,6 +201,23 @@ def test_unreachable_server_is_one_sentence() -> None:
     assert "cannot reach PostgreSQL" in msg and "secret" not in msg and "\n" not in msg
 
 
+@pytest.mark.parametrize("url", ["not a url", "host=127.0.0.1 port=5432 password=secret dbname", "postgresql://u:secret@h:5432/db?sslmode=nope=x"])
+def test_malformed_url_is_one_sentence(url: str) -> None:
+    """A URL psycopg cannot parse is the user's setting to fix, said once, without the password; not a traceback."""
+    with pytest.raises((ConfigError, StoreConnectionError)) as err:
+        PostgresStore(url, "x", reconnect_s=0.5)
+    msg = str(err.value)
+    assert "secret" not in msg and "\n" not in msg and "HYBRIDMEM_STORE_URL" in msg
+
+
+def test_password_is_redacted_in_both_forms() -> None:
+    from hybridmem.store.postgres.connection import redact
+
+    assert redact("postgresql://me:s3cret@db:5432/mem") == "postgresql://me:***@db:5432/mem"
+    assert redact("host=db password=s3cret dbname=mem") == "host=db password=*** dbname=mem"
+    assert redact("host=db password = 'it\\'s secret' dbname=mem") == "host=db password = *** dbname=mem"  # libpq quoting
+
+
 def test_default_cli_search_and_mcp_start_do_not_import_psycopg(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable, TypeVar
 
-from hybridmem.errors import HybridMemError
+from hybridmem.errors import ConfigError, HybridMemError
 
 T = TypeVar("T")
 
@@ -32,7 +32,8 @@ def driver() -> Any:
 
 def redact(url: str) -> str:
     """``url`` without its password, for messages."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+    url = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)  # a URL's user:password@
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)  # a key=value string's password
 
 
 class PgLink:
@@ -52,6 +53,9 @@ class PgLink:
         while True:
             try:
                 return self.psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+            except self.psycopg.ProgrammingError as exc:  # the URL itself does not parse: retrying cannot help
+                raise ConfigError(f"[store] url / HYBRIDMEM_STORE_URL {redact(self.url)!r} is not a PostgreSQL URL "
+                                  f"({str(exc).strip()}); expected postgresql://user:password@host:5432/dbname") from None
             except self.psycopg.OperationalError as exc:
                 if time.monotonic() >= deadline:
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
