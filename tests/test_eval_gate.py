@@ -111,6 +111,21 @@ def test_cli_sweep_json(suite, tmp_path, monkeypatch, capsys):
     assert js["split"] == "all" and len(js["rows"]) == 4
     assert {r["bm25_norm"] for r in js["rows"]} == {"minmax", "rank"}
     assert main(["sweep", "--dataset", str(tmp_path / "tiny"), "--param", "bogus=1"]) == 2
+    capsys.readouterr()
+    # a value that is no number, a fraction where a whole number goes, an unknown fusion: one line, before retrieval
+    for bad in ("vector_weight=a,b", "rrf_k=abc", "candidate_multiplier=2.5", "fusion=bogus"):
+        assert main(["sweep", "--dataset", "no-such-dataset", "--param", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no-such-dataset" not in err, (bad, err)
+
+
+def test_sweep_grid_defaults_to_the_shipped_default(suite, tmp_path, monkeypatch, capsys):
+    """Without --base the grid changes the shipped default (what a user runs), and the output says which base."""
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    assert main(["sweep", "--dataset", str(tmp_path / "tiny"), "--keyword-only", "--param", "min_score=0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["base"] == "default"
+    assert main(["sweep", "--dataset", str(tmp_path / "tiny"), "--keyword-only", "--param", "min_score=0"]) == 0
+    assert "--base default" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -172,11 +172,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 @command("sweep")
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Grid-sweep ranking parameters (retrieve once, rank many); ``--optimize`` tunes on train, reports on test."""
-    from hybridmem.eval.sweeps import optimize, parse_param, sweep
+    from hybridmem.eval.sweeps import check_points, grid, optimize, parse_param, sweep
 
     if not args.param:
         raise HybridMemError("give at least one --param NAME=V1,V2,... (e.g. --param mmr_lambda=0.5,0.7)")
     params = dict(parse_param(p) for p in args.param)
+    check_points(grid(params), None if args.base == "workspace" else PRESETS[args.base])  # before any retrieval
     ev = _evaluator(args)
     from hybridmem.eval.gate import resolve_check_configs
 
@@ -190,7 +191,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.json:
             print_json(out)
         else:
-            print(f"best on train ({args.metric} {res.train_score:.4f}): {res.best_params}")
+            print(f"best on train ({args.metric} {res.train_score:.4f}), over --base {args.base}: {res.best_params}")
             for n, ms in out["test"].items():
                 print(f"test {n}: " + ", ".join(f"{m} {v:.4f}" for m, v in ms.items()))
         return 0
@@ -206,7 +207,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                      "seconds": round(df.attrs["rank_score_s"], 3)})
     else:
         print(f"{ev.dataset.name} split {split or 'all'}, {df.attrs['queries']} queries, {len(df)} configs "
-              f"ranked and scored in {df.attrs['rank_score_s']:.2f}s")
+              f"(the grid over --base {args.base}) ranked and scored in {df.attrs['rank_score_s']:.2f}s")
         print(df.to_string(index=False))
     return 0
 
@@ -307,8 +308,9 @@ def add_parsers(sub: Any) -> None:
                     help="mmr_lambda, half_life, candidate_multiplier, vector_weight, rrf_k, min_score, bm25_norm")
     sp.add_argument("--metric", default="ndcg@10")
     sp.add_argument("--split", default=None, help="default: train when the dataset has one, else all queries")
-    sp.add_argument("--base", default="weighted", choices=sorted([*PRESETS, "workspace"]),
-                    help="config the grid changes ('workspace': the dataset workspace's hybridmem.toml)")
+    sp.add_argument("--base", default="default", choices=sorted([*PRESETS, "workspace"]),
+                    help="config the grid changes (default: the shipped default; 'workspace': the dataset "
+                         "workspace's hybridmem.toml)")
     sp.add_argument("--optimize", action="store_true", help="best point on train, reported on test")
 
     sp = sub.add_parser("labels", help="a workspace's own labels: import FILE [WORKSPACE], list [WORKSPACE]")

@@ -47,20 +47,39 @@ def param_changes(name: str, value: Any) -> dict[str, Any]:
     Raises:
         ConfigError: ``name`` is neither a sweep parameter nor a RankConfig field.
     """
-    if name in _ALIASES:
-        return _ALIASES[name](value)
     known = {f.name: f for f in fields(RankConfig)}
-    if name not in known:
-        raise ConfigError(f"unknown sweep parameter {name!r}: expected one of {', '.join(SWEEP_PARAMS)} "
-                          f"or a ranking setting ({', '.join(sorted(known))})")
-    default = getattr(RankConfig(), name)
-    if isinstance(default, bool):
-        value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-    elif isinstance(default, int):
-        value = int(value)
-    elif isinstance(default, float):
-        value = float(value)
-    return {name: value}
+    try:
+        if name in _ALIASES:
+            return _ALIASES[name](value)
+        if name not in known:
+            raise ConfigError(f"unknown sweep parameter {name!r}: expected one of {', '.join(SWEEP_PARAMS)} "
+                              f"or a ranking setting ({', '.join(sorted(known))})")
+        default = getattr(RankConfig(), name)
+        if isinstance(default, bool):
+            value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+        elif isinstance(default, int):
+            if float(value) != int(float(value)):
+                raise ValueError("not a whole number")
+            value = int(float(value))
+        elif isinstance(default, float):
+            value = float(value)
+        return {name: value}
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        kind = "a whole number" if name in known and isinstance(getattr(RankConfig(), name), int) else "a number"
+        raise ConfigError(f"--param {name}={value}: expected {kind}") from None
+
+
+def check_points(points: Sequence[Mapping[str, Any]], base: RankConfig | None = None) -> list[RankConfig]:
+    """Every grid point's config, checked before anything is retrieved: a bad value or fusion name is a
+    :class:`ConfigError` at once, not after minutes of retrieval."""
+    from hybridmem.ranking.fusion import get_fusion
+
+    cfgs = configs_for(points, base or RankConfig())
+    for fusion in {c.fusion for c in cfgs} - {"joint"}:
+        get_fusion(fusion)
+    return cfgs
 
 
 def parse_param(spec: str) -> tuple[str, list[Any]]:
@@ -106,7 +125,7 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     """
     import pandas as pd
 
-    base = base or preset("weighted")
+    base = base or preset("default")
     metrics = list(metrics)
     for m in metrics:
         parse_metric(m)
@@ -114,7 +133,7 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     points = grid(params)
     if not points:
         raise HybridMemError("the sweep grid is empty: give at least one value per parameter")
-    cfgs = configs_for(points, base)
+    cfgs = check_points(points, base)
     sub = evaluator.dataset.select(split)
     qids = [q.id for q in sub.queries]
     t0 = time.perf_counter()
@@ -165,7 +184,7 @@ def optimize(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], metric: 
     Raises:
         DatasetError: the dataset has no queries in ``train_split`` or ``test_split``.
     """
-    base = base or preset("weighted")
+    base = base or preset("default")
     report = list(dict.fromkeys([metric, *(report_metrics or [])]))
     depth = depth_for(report)
     evaluator.dataset.select(test_split)  # fail early when there is no test split
