@@ -4,8 +4,13 @@
 Each message record becomes one line; :attr:`Transcript.line_map` maps every produced line back to its JSONL line
 number, so citations point at the transcript itself. Malformed lines are skipped and counted, never fatal.
 
-Accepted records: ``{"type": "message", "message": {"role": ..., "content": ...}}`` and the bare
-``{"role": ..., "content": ...}``; content is a string or a list of parts whose ``text`` parts are kept.
+Accepted records: ``{"type": "message", "message": {"role": ..., "content": ...}}``, the OpenAI Responses API item
+``{"type": "message", "role": ..., "content": ...}``, Claude Code's ``{"type": "user", "message": {"role": "user",
+"content": ...}}`` (and ``"assistant"``) and the bare ``{"role": ..., "content": ...}``; content is a
+string or a list of parts whose ``text`` / ``input_text`` / ``output_text`` parts are kept. Only ``user`` and
+``assistant`` messages are kept; other roles (``system``, ``developer``) and non-chat records (``reasoning``,
+``function_call``, ``function_call_output``, tool and session lines) are skipped quietly. A ``"type": "message"``
+line that holds neither a nested message object nor a role of its own is malformed.
 """
 
 from __future__ import annotations
@@ -88,6 +93,23 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def _message_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The object holding ``role`` and ``content`` in a record; None when a ``"type": "message"`` record has neither
+    a nested message object nor a role of its own (a malformed line).
+
+    A nested ``message`` object wins (the nested shape); a Responses API item carries its role and content itself.
+    """
+    nested = record.get("message")
+    if record.get("type") != "message":
+        # Claude Code's transcripts: {"type": "user" | "assistant", "message": {"role": ..., "content": [...]}}
+        if record.get("type") in ROLES and "role" not in record and isinstance(nested, dict) and "role" in nested:
+            return nested
+        return record
+    if isinstance(nested, dict):
+        return nested
+    return record if "role" in record else None
+
+
 def _timestamp(value: Any) -> float | None:
     """Epoch seconds from epoch seconds, epoch milliseconds or ISO 8601; None for anything odd."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e16:
@@ -114,8 +136,8 @@ def count_messages(lines: Iterable[str]) -> int:
         except (ValueError, RecursionError):
             continue
         if isinstance(record, dict):
-            msg = record.get("message") if record.get("type") == "message" else record
-            if isinstance(msg, dict) and str(msg.get("role", "")) in ROLES:
+            msg = _message_of(record)
+            if msg is not None and str(msg.get("role", "")) in ROLES:
                 n += 1
     return n
 
@@ -166,10 +188,9 @@ def parse_transcript(lines: Iterable[str], patterns: Redactor | None = None) -> 
         if not isinstance(record, dict):
             malformed += 1
             continue
-        msg = record.get("message") if record.get("type") == "message" else record
-        if not isinstance(msg, dict):
-            if record.get("type") == "message":
-                malformed += 1
+        msg = _message_of(record)
+        if msg is None:
+            malformed += 1
             continue
         role = ROLES.get(str(msg.get("role", ""))[:16])
         if role is None:

@@ -216,3 +216,105 @@ def test_parse_transcript_replaces_lone_surrogates_and_keeps_pairs() -> None:
     tr = parse_transcript(['{"role": "user", "content": "a \\udc00 b \\ud83d\\ude00 c \\ud83d"}'])
     assert tr.text == "User: a \ufffd b \U0001f600 c \ufffd" and tr.surrogate_lines == (1,)
     assert parse_transcript([msg("user", "fine")]).surrogate_lines == ()
+
+
+# OpenAI Responses API items, as an agent built on it logs them: a top-level "message" item carries role and
+# content itself (no nested "message"); reasoning and function-call items are not chat and are skipped quietly.
+RESPONSES_LINES = [
+    '{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are an ops assistant."}]}',
+    '{"type":"message","role":"user","content":"How do I rotate the API key?"}',
+    '{"id":"rs_68a1","type":"reasoning","summary":[{"type":"summary_text","text":"Look for a rotation script."}]}',
+    '{"id":"fc_68a2","type":"function_call","status":"completed","call_id":"call_9x","name":"shell",'
+    '"arguments":"{\\"cmd\\": \\"ls scripts\\"}"}',
+    '{"type":"function_call_output","call_id":"call_9x","output":"rotate_keys.sh"}',
+    '{"id":"msg_68a3","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text",'
+    '"text":"Run rotate_keys.sh; the new key is sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c.","annotations":[]},'
+    '{"type":"refusal","refusal":"not this part"}]}',
+    '',
+    '{"type":"message","role":"user","content":[{"type":"input_text","text":"And the staging one?"},'
+    '{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}',
+    '{"type":"message","role":"system","content":"Session resumed."}',
+]
+
+
+def test_responses_api_message_items_are_read_with_their_line_numbers() -> None:
+    tr = parse_transcript(RESPONSES_LINES)
+    assert tr.text == ("User: How do I rotate the API key?\n"
+                       "Assistant: Run rotate_keys.sh; the new key is [REDACTED].\n"
+                       "User: And the staging one?")
+    assert tr.line_map == (2, 6, 8)
+    assert (tr.messages, tr.malformed) == (3, 0)
+    assert "sk-live" not in tr.text
+    assert count_messages(RESPONSES_LINES) == 3
+
+
+def test_every_supported_shape_in_one_transcript() -> None:
+    lines = [
+        msg("user", "nested string", timestamp="2026-03-10T10:00:01Z"),
+        json.dumps({"role": "assistant", "content": "bare string"}),
+        json.dumps({"type": "message", "role": "user", "content": "top-level string", "timestamp": 1773136805}),
+        json.dumps({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "top parts"}]}),
+        # a nested message wins over top-level fields, as before
+        json.dumps({"type": "message", "role": "user", "content": "ignored", "message": {"role": "assistant",
+                                                                                         "content": "nested wins"}}),
+    ]
+    tr = parse_transcript(lines)
+    assert tr.text == ("User: nested string\nAssistant: bare string\nUser: top-level string\n"
+                       "Assistant: top parts\nAssistant: nested wins")
+    assert tr.line_map == (1, 2, 3, 4, 5)
+    assert (tr.messages, tr.malformed) == (5, 0)
+    assert tr.last_timestamp == 1773136805.0
+    assert count_messages(lines) == 5
+
+
+def test_message_lines_without_a_message_are_still_malformed() -> None:
+    lines = [
+        '{"type":"message","role":"user","content":"fine"}',
+        "this is not json",
+        '{"type":"message","message":"oops"}',
+        '{"type":"message","content":"no role anywhere"}',
+        '{"type":"message"}',
+        '{"type":"message","role":"assistant","content":[{"type":"output_text","text":"also fine"}]}',
+        '{"type":"message","role":"assistant","content":[{"type":"output_text","text":"cut',
+    ]
+    tr = parse_transcript(lines)
+    assert tr.text == "User: fine\nAssistant: also fine"
+    assert tr.line_map == (1, 6)
+    assert tr.malformed == 5
+    assert count_messages(lines) == 2
+
+
+def test_responses_api_transcript_is_indexed_searched_and_read(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "abc123.jsonl").write_text("\n".join(RESPONSES_LINES) + "\n")
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"}), embedder=None) as idx:
+        report = idx.sync()
+        assert report.warnings == [] and (report.files, report.chunks) == (1, 1)
+        hit = idx.search("rotate_keys", min_score=0.0, answer_threshold=0.0).results[0]
+        assert hit.citation == "sessions/abc123.jsonl#L2-L8" and "sk-live" not in hit.snippet
+        got = idx.get("sessions/abc123.jsonl")
+        assert got["line_numbers"] == [2, 6, 8] and "[REDACTED]" in got["text"] and "sk-live" not in got["text"]
+
+
+def test_claude_code_transcript_lines() -> None:
+    """Claude Code writes {"type": "user" | "assistant", "message": {"role", "content"}} with the timestamp outside;
+    its tool results (user turns of tool_result parts only), tool calls and summary lines say nothing to index."""
+    lines = [
+        json.dumps({"type": "summary", "summary": "Key rotation", "leafUuid": "u0"}),
+        json.dumps({"type": "user", "timestamp": "2026-11-20T09:15:00Z", "uuid": "u1", "sessionId": "s",
+                    "message": {"role": "user", "content": "Where does rotate_keys.sh keep the old key?"}}),
+        json.dumps({"type": "assistant", "timestamp": "2026-11-20T09:15:07Z", "uuid": "u2",
+                    "message": {"role": "assistant", "model": "m", "content": [
+                        {"type": "text", "text": "It moves it to /etc/keys/retired with sk-live-abcdefghijklmnop12."},
+                        {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}}),
+        json.dumps({"type": "user", "timestamp": "2026-11-20T09:15:09Z", "uuid": "u3",
+                    "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                             "content": "retired"}]}}),
+        json.dumps({"type": "user", "message": "not an object"}),  # another tool's line that happens to say user
+    ]
+    tr = parse_transcript(lines)
+    assert tr.text == ("User: Where does rotate_keys.sh keep the old key?\n"
+                       "Assistant: It moves it to /etc/keys/retired with [REDACTED].")
+    assert tr.line_map == (2, 3) and tr.malformed == 0
+    assert tr.last_timestamp == pytest.approx(1795166107.0)  # 2026-11-20T09:15:07Z, the last line kept
