@@ -428,6 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hybridmem: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return 0
     except Exception as exc:
         # a damaged page met after the index opened (the header and schema read fine): one line, not a traceback
         if os.environ.get("HYBRIDMEM_DEBUG") or not _corrupt_index(exc):
@@ -435,8 +437,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hybridmem: error: the index is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`",
               file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":  # ``python -m hybridmem.cli``: every module registers with hybridmem.commands

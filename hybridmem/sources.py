@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
@@ -69,9 +69,16 @@ def source_roots(workspace: str | Path, config: SourcesConfig | None = None) -> 
     ws = Path(workspace).absolute()
     places = [ws / name for name in ROOT_FILES] + [ws / "memory"]
     for configured in (*cfg.extra_paths, *cfg.session_paths):
-        p = Path(configured).expanduser()
-        places.append(p if p.is_absolute() else ws / p)
+        places.append(_configured(ws, configured))
     return tuple(dict.fromkeys(os.path.realpath(p) for p in places))
+
+
+def _configured(ws: Path, configured: str) -> Path:
+    """A configured extra path or session folder as an absolute path, ``~`` expanded and ``..`` folded
+    (``../notes`` beside the workspace is ``/.../notes``, so its files are cited under ``extra/``, where ``get``
+    finds them, not as ``../notes/x.md``, which ``get`` refuses as an escape)."""
+    p = Path(configured).expanduser()
+    return Path(os.path.abspath(p if p.is_absolute() else ws / p))
 
 
 def within(real: str, roots: tuple[str, ...]) -> bool:
@@ -119,6 +126,20 @@ def _key(workspace: Path, p: Path, extra_root: Path | None) -> str:
         return f"extra/{base.name}/{rel}" if p != base else f"extra/{p.name}"
 
 
+def _longer_key(ws: Path, p: Path, root: Path | None, taken: Mapping[str, object]) -> str:
+    """``p``'s key under ``extra/`` with as many of its root's folders as it takes to be free: ``extra/b/notes/x.md``
+    when ``extra/notes/x.md`` is another configured folder's ``x.md`` (keys follow the configured order, so they stay
+    the same from one sync to the next)."""
+    base = root if root is not None else p.parent
+    rel = p.relative_to(base).as_posix() if p != base else ""
+    parts = [part for part in base.parts if part != base.anchor]
+    for n in range(2, len(parts) + 1):
+        key = "/".join(["extra", *parts[-n:], *([rel] if rel else [])])
+        if key not in taken:
+            return key
+    return "/".join(["extra", *parts, *([rel] if rel else [])]) + f"~{len(taken)}"
+
+
 def discover(workspace: str | Path, config: SourcesConfig | None = None,
              warnings: list[str] | None = None) -> list[SourceFile]:
     """Every file to index, sorted by path, deduplicated by realpath; links that lead outside the configured places
@@ -135,16 +156,14 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
     if (ws / "memory").is_dir():
         found += [(p, "memory", None) for p in _walk(ws, ws / "memory", ".md", ignore, roots, notes, seen_dirs)]
     for extra in cfg.extra_paths:
-        ep = Path(extra).expanduser()
-        ep = ep if ep.is_absolute() else ws / ep
+        ep = _configured(ws, extra)
         if ep.is_dir():
             found += [(p, "memory", ep) for p in _walk(ws, ep, ".md", ignore, roots, notes, seen_dirs)]
         elif ep.suffix.lower() == ".md":
             found.append((ep, "memory", None))
     seen_sessions: set[str] = set()
     for folder in cfg.session_paths:
-        sp = Path(folder).expanduser()
-        sp = sp if sp.is_absolute() else ws / sp
+        sp = _configured(ws, folder)
         if sp.is_dir():
             found += [(p, "sessions", sp) for p in _walk(ws, sp, ".jsonl", ignore, roots, notes, seen_sessions)]
     out: dict[str, SourceFile] = {}
@@ -164,7 +183,9 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
             continue
         seen_real.add(real)
         key = _key(ws, p, root)
-        out.setdefault(key, SourceFile(key, str(p), source, st.st_mtime, st.st_size))
+        if key in out:  # two configured folders of one name: the later one's key names more of its path
+            key = _longer_key(ws, p, root, out)
+        out[key] = SourceFile(key, str(p), source, st.st_mtime, st.st_size)
     if warnings is not None:
         warnings.extend(dict.fromkeys(notes))
     return [out[k] for k in sorted(out)]
@@ -190,7 +211,7 @@ def session_prefix(session: str, workspace: str | Path | None, config: SourcesCo
             keys.append((f"{sp.as_posix().rstrip('/')}/{name}", False))
             continue
         ws = Path(workspace).absolute()
-        sp = sp if sp.is_absolute() else ws / sp
+        sp = _configured(ws, folder)
         keys.append((_key(ws, sp / name, sp), (sp / name).is_file()))
     return next((key for key, held in keys if held), keys[0][0])
 

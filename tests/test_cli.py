@@ -130,3 +130,22 @@ def test_a_query_past_max_query_chars_is_cut_and_the_cli_says_so(kw_workspace: P
     assert err == "note: the query was cut to its first 2000 of 6012 characters (tokenizer.max_query_chars)\n"
     code, out, _ = run(capsys, "search", "timing belt " + "x " * 3000, str(kw_workspace), "--json")
     assert json.loads(out)["notice"].startswith("the query was cut to its first 2000 of 6012 characters")
+
+
+@pytest.mark.parametrize("exc, code", [(BrokenPipeError(32, "Broken pipe"), 0),
+                                       (RuntimeError("database disk image is malformed"), None)])
+def test_a_closed_pipe_ends_quietly_and_other_errors_are_not_swallowed(monkeypatch, capsys, exc, code):
+    """``hybridmem search ... | head -1``: the reader went away, exit 0 without a traceback. The corrupt-index
+    handler reads only SQLite's DatabaseError: another exception that happens to say "malformed" still raises."""
+    from hybridmem import commands
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setitem(commands.COMMANDS, "status", boom)
+    if code is None:
+        with pytest.raises(RuntimeError):
+            main(["status", "."])
+    else:
+        assert main(["status", "."]) == code
+        assert capsys.readouterr().err == ""

@@ -34,6 +34,29 @@ def test_extra_paths_files_and_folders(workspace: Path, tmp_path: Path):
     assert "extra/extra/a.md" in paths and "extra/extra/sub/b.md" in paths and "notes/c.md" in paths
 
 
+def test_extra_folders_of_one_name_and_paths_through_dotdot(workspace: Path, tmp_path: Path):
+    """Two configured folders named alike keep every file (the later one's keys name more of its path, the same
+    from one sync to the next), and ``../`` in a configured path is cited under ``extra/``, where ``get`` reads it."""
+    write(tmp_path, "a/notes/x.md", "# a\nalpha_unicorn\n")
+    write(tmp_path, "b/notes/x.md", "# b\nbeta_griffin\n")
+    write(tmp_path, "c/b/notes/x.md", "# c\ngamma_sphinx\n")
+    beside = write(tmp_path, "outside.md", "# out\ndelta_kraken\n")
+    rel = os.path.relpath(beside, workspace)
+    assert rel.startswith("..")
+    extras = [str(tmp_path / "a/notes"), str(tmp_path / "b/notes"), str(tmp_path / "c/b/notes"), rel]
+    s = Settings().override(sources={"extra_paths": extras})
+    paths = [f.path for f in discover(workspace, s.sources)]
+    assert {"extra/notes/x.md", "extra/b/notes/x.md", "extra/c/b/notes/x.md"} <= set(paths)
+    assert not [p for p in paths if p.startswith("..")] and f"extra/{tmp_path.name}/outside.md" in paths
+    assert paths == [f.path for f in discover(workspace, s.sources)]
+    with MemoryIndex(workspace, embedder=HashEmbedder(), settings=s) as idx:
+        idx.sync()
+        for word, key in (("alpha_unicorn", "extra/notes/x.md"), ("beta_griffin", "extra/b/notes/x.md"),
+                          ("gamma_sphinx", "extra/c/b/notes/x.md"), ("delta_kraken", f"extra/{tmp_path.name}/outside.md")):
+            assert idx.search(word).results[0].path == key, word
+            assert word in idx.get(key)["text"]
+
+
 def test_incremental_sync_embeds_only_changes(workspace: Path):
     emb = HashEmbedder()
     idx = MemoryIndex(workspace, embedder=emb)
