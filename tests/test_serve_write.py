@@ -144,6 +144,8 @@ def test_a_stray_nul_on_disk_keeps_the_file_indexed_with_a_warning(ws: Path) -> 
     ("memory/2026-10-02.md/x.md", "memory/2026-10-02.md is a file, so memory/2026-10-02.md/x.md cannot be created"),
     ("memory/" + "n" * 300 + ".md", "a file or folder name longer than 240 bytes is refused"),
     ("memory/notes.txt", "only .md files are indexed"),
+    ("MEMORY.md", "the workspace's MEMORY.md is not written by memory_write"),  # not a look-alike memory/MEMORY.md
+    ("./memory.md", "the workspace's MEMORY.md is not written by memory_write"),
 ])
 def test_writes_that_would_never_be_found_are_refused_with_the_reason(ws: Path, file: str, reason: str) -> None:
     (ws / "memory" / "folder.md").mkdir()

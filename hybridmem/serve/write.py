@@ -95,6 +95,10 @@ def target(workspace: Path, file: str | None, now: float | None = None,
         rel = "memory/" + time.strftime("%Y-%m-%d", time.gmtime(now if now is not None else time.time())) + ".md"
     else:
         rel = validate_relative(file)
+        if rel.lower() == "memory.md":
+            # the workspace root's MEMORY.md is the user's own; a bare name would land in memory/MEMORY.md, a look-alike
+            raise PathError(f"{file!r}: the workspace's MEMORY.md is not written by memory_write; name a file under "
+                            "memory/ (e.g. memory/notes.md), or leave file out for today's memory/YYYY-MM-DD.md")
         if not rel.startswith("memory/"):
             rel = "memory/" + rel
     for part in rel.split("/")[1:]:
