@@ -185,6 +185,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.source is not None and args.source not in SOURCES:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
+    if not args.query.strip():
+        raise HybridMemError("the query is empty: give the words to search for")
     with open_index(args) as idx:
         if args.sync and idx.read_only:
             print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
@@ -195,6 +197,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                           session=args.session)
     if args.json:
         out = resp.to_dict()
+        if not resp.results:
+            out["message"] = nothing_found(resp)  # the same sentence the text output and memory_search give
         if args.explain:
             out["candidates"] = [h.__dict__ | {"text": None} for h in resp.ranking.candidates]
         print_json(out)

@@ -149,3 +149,14 @@ def test_a_closed_pipe_ends_quietly_and_other_errors_are_not_swallowed(monkeypat
     else:
         assert main(["status", "."]) == code
         assert capsys.readouterr().err == ""
+
+
+def test_empty_query_is_a_usage_error_and_json_says_why_nothing_came_back(kw_workspace: Path, capsys):
+    assert run(capsys, "index", str(kw_workspace))[0] == 0
+    code, out, err = run(capsys, "search", "   ", str(kw_workspace))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "the query is empty" in err
+    code, out, _ = run(capsys, "search", "zzyzx qwxv", str(kw_workspace), "--json")
+    js = json.loads(out)
+    assert code == 0 and js["results"] == [] and js["message"].startswith("Nothing relevant was found in memory")
+    code, out, _ = run(capsys, "search", "zzyzx qwxv", str(kw_workspace))
+    assert out.strip() == js["message"]
