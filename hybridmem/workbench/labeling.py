@@ -27,6 +27,8 @@ def _lines_key(query: str, citation: str) -> str:
 
 
 def _judge(workspace: str, query: str, path: str, default: tuple[int, int], lines_key: str | None, grade: int) -> None:
+    if not state.may_write(workspace):
+        return
     try:
         a, b = parse_lines(st.session_state.get(lines_key, "") if lines_key else "", default)
         LabelStore(workspace).judge(query, path, a, b, grade)
@@ -37,21 +39,29 @@ def _judge(workspace: str, query: str, path: str, default: tuple[int, int], line
 
 
 def _unjudge(workspace: str, j: Judgment) -> None:
+    if not state.may_write(workspace):
+        return
     LabelStore(workspace).unjudge(j.query_id, j.path, j.start_line, j.end_line)
     state.labels_changed()
 
 
 def _undo(workspace: str) -> None:
+    if not state.may_write(workspace):
+        return
     LabelStore(workspace).undo()
     state.labels_changed()
 
 
 def _delete_query(workspace: str, query_id: str) -> None:
+    if not state.may_write(workspace):
+        return
     LabelStore(workspace).delete_query(query_id)
     state.labels_changed()
 
 
 def _edit_query(workspace: str, query_id: str, key: str) -> None:
+    if not state.may_write(workspace):
+        return
     text = st.session_state.get(key, "").strip()
     if text:
         LabelStore(workspace).edit_query(query_id, text)

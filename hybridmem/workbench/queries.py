@@ -18,15 +18,17 @@ SHOWN = 100
 
 
 def _accept(workspace: str, query: str, s: Suggestion) -> None:
+    if not state.may_write(workspace):
+        return
     LabelStore(workspace).judge(query, s.path, s.start_line, s.end_line, grade=1, source="log")
     state.labels_changed()
 
 
-def _open_in_inspector(query: str) -> None:
+def _open_in_inspector(workspace: str, query: str) -> None:
     st.session_state["inspector_labeled"] = "(type your own)"
     st.session_state["_inspector_default"] = ""
     st.session_state["inspector_query"] = query
-    st.session_state["open_inspector"] = True
+    st.session_state["open_inspector"] = workspace
 
 
 def render() -> None:
@@ -37,9 +39,13 @@ def render() -> None:
     problem = state.check_workspace(source.workspace)
     if problem:
         views.fail(problem)
-    if st.session_state.pop("open_inspector", False):
-        st.switch_page("hybridmem/workbench/search.py")
     workspace = source.workspace
+    target = st.session_state.pop("open_inspector", None)
+    if target:
+        # the inspector checks that it searches this workspace (the sidebar keeps its choice across the switch)
+        st.session_state[state.INSPECTOR_FOR_KEY] = target
+        st.switch_page("hybridmem/workbench/search.py")
+    views.write_refused()
     logged = logged_queries(workspace)
     store = LabelStore(workspace)
     if not logged:
@@ -76,7 +82,7 @@ def render() -> None:
                     b.button("Accept", key=f"qlog_accept_{n}_{k}", icon=":material/check:", on_click=_accept,
                              args=(workspace, q.query, s))
             st.button("Label in the inspector", key=f"qlog_label_{n}", icon=":material/label:",
-                      on_click=_open_in_inspector, args=(q.query,))
+                      on_click=_open_in_inspector, args=(workspace, q.query))
 
 
 if __name__ == "__main__":

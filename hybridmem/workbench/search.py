@@ -43,6 +43,11 @@ def render() -> None:
     except HybridMemError as exc:
         views.fail(state.error_text(exc))
     idx = views.open_source(source, dataset)
+    asked = st.session_state.pop(state.INSPECTOR_FOR_KEY, None)
+    if asked and not state.same_folder(asked, idx.workspace):
+        views.fail(f"Agent queries opened this query on {asked}, but the sidebar shows {source.label} "
+                   f"({source.workspace}). Choose that folder in the sidebar to label it.")
+    views.write_refused()
     query, qid = _query_picker(dataset)
     if not query.strip():
         st.info("Type a query to see its candidates.")

@@ -25,6 +25,7 @@ from hybridmem.errors import ConfigError
 from hybridmem.workbench import state
 
 PRESET_KEY = "cfg_preset"
+_KEPT_KEY = "sidebar_kept"  # a plain session key holding every sidebar widget's value (see _restore)
 WORKSPACE_PRESET = "workspace"  # the chosen folder's own hybridmem.toml ranking, offered beside the presets
 _PRESETS_KEY = "cfg_presets"
 _LOADED_FOR_KEY = "cfg_loaded_for"
@@ -110,25 +111,18 @@ def render_source() -> state.Source:
     st.sidebar.header("Data")
     kind = st.sidebar.selectbox(
         "Dataset or workspace", list(state.SOURCE_LABELS), format_func=state.SOURCE_LABELS.__getitem__,
-        key="src_kind", help="The demo memory workspace works offline on a fresh clone.",
+        key=state.SOURCE_KIND_KEY, help="The demo memory workspace works offline on a fresh clone.",
     )
+    path = ""
     if kind == "folder":
         path = st.sidebar.text_input(
-            "Folder path", key="src_path", placeholder="~/agent/memory or a BEIR folder",
+            "Folder path", key=state.SOURCE_PATH_KEY, placeholder="~/agent/memory or a BEIR folder",
             help="A memory workspace (MEMORY.md, memory/**/*.md) or a BEIR directory (corpus.jsonl, queries.jsonl, "
                  "qrels/).",
-        ).strip()
-        source = state.Source("folder", str(_expand(path)) if path else "")
-    else:
-        source = state.Source(kind, state.dataset_path(kind))
+        )
+    source = state.make_source(kind, path)
     st.session_state[state.SOURCE_KEY] = source
     return source
-
-
-def _expand(path: str) -> str:
-    from pathlib import Path
-
-    return str(Path(path).expanduser())
 
 
 def _on_fusion() -> None:
@@ -191,6 +185,9 @@ def render_ranking() -> RankConfig:
 def _save(workspace: str, changes: dict[str, Any]) -> None:
     from hybridmem.config.write import write_ranking
 
+    if not state.may_write(workspace):
+        st.session_state["cfg_saved"] = st.session_state.pop(state.WRITE_REFUSED_KEY)
+        return
     try:
         write_ranking(workspace, changes)
         st.session_state["cfg_saved"] = f"Saved {len(changes)} setting(s) to {workspace}/hybridmem.toml"
@@ -223,10 +220,34 @@ def render_save(source: state.Source, cfg: RankConfig) -> None:
                   args=(source.path, changes))
 
 
+def _widget_keys() -> tuple[str, ...]:
+    return (state.SOURCE_KIND_KEY, state.SOURCE_PATH_KEY, PRESET_KEY, *(key(f) for f in FIELDS))
+
+
+def _restore() -> None:
+    """Put back every sidebar value Streamlit dropped since the last run.
+
+    ``st.switch_page`` (Agent queries' "Label in the inspector") reruns the app without the browser's widget values,
+    and on that page change Streamlit drops the state of every widget, the sidebar's too (its script runner ends the
+    old page with no widget ids). Without this the sidebar fell back to the demo and the default preset while the
+    browser still showed the chosen folder. The copy lives in a plain session key, which Streamlit never drops; the
+    restored values are sent to the browser with the widgets.
+    """
+    for k, v in st.session_state.get(_KEPT_KEY, {}).items():
+        if k not in st.session_state:
+            st.session_state[k] = v
+
+
+def _keep() -> None:
+    st.session_state[_KEPT_KEY] = {k: st.session_state[k] for k in _widget_keys() if k in st.session_state}
+
+
 def render() -> tuple[state.Source, RankConfig]:
-    """Draw the whole sidebar."""
+    """Draw the whole sidebar (first putting back any of its values a page switch dropped)."""
+    _restore()
     source = render_source()
     _offer_workspace_preset(source)
     cfg = render_ranking()
+    _keep()
     render_save(source, cfg)
     return source, cfg

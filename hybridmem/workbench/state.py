@@ -38,6 +38,10 @@ SOURCE_LABELS: dict[str, str] = {
 
 RANK_CONFIG_KEY = "rank_config"
 SOURCE_KEY = "source"
+SOURCE_KIND_KEY = "src_kind"  # the sidebar's two source widgets: the choice, and the folder path for "folder"
+SOURCE_PATH_KEY = "src_path"
+INSPECTOR_FOR_KEY = "inspector_for"  # the workspace Agent queries opened the inspector on
+WRITE_REFUSED_KEY = "write_refused"  # why a click that would write into a workspace saved nothing (shown once)
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,50 @@ def dataset_path(kind: str) -> str:
     return str({"demo": DEMO_DIR, "locomo": DATASETS_DIR / "locomo", "scifact": DATASETS_DIR / "scifact"}[kind])
 
 
+def make_source(kind: str, path: str = "") -> Source:
+    """The source the sidebar's fields describe: a shipped dataset, or the folder at ``path`` (``~`` expanded)."""
+    if kind != "folder":
+        return Source(kind, dataset_path(kind))
+    path = path.strip()
+    return Source("folder", str(Path(path).expanduser()) if path else "")
+
+
 def current_source() -> Source:
+    """The source this run's pages were drawn for (set by the sidebar each run)."""
     return st.session_state.get(SOURCE_KEY) or default_source()
+
+
+def shown_source() -> Source:
+    """The source the sidebar's widgets hold now.
+
+    In a button's callback these are the values the browser showed when the button was clicked, which can differ
+    from :func:`current_source` (the source the button was drawn for) if the two ever fall out of step.
+    """
+    kind = st.session_state.get(SOURCE_KIND_KEY)
+    if kind not in SOURCE_LABELS:
+        return current_source()
+    return make_source(kind, str(st.session_state.get(SOURCE_PATH_KEY) or ""))
+
+
+def same_folder(a: str | Path | None, b: str | Path | None) -> bool:
+    """True when ``a`` and ``b`` name the same folder (neither empty)."""
+    if not a or not b:
+        return False
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def may_write(workspace: str) -> bool:
+    """Whether a click may write into ``workspace`` (labels, ``hybridmem.toml``): only when it is the workspace the
+    sidebar shows. Otherwise nothing is written and :data:`WRITE_REFUSED_KEY` says why (pages show it with
+    :func:`hybridmem.workbench.views.write_refused`). Call it first in every callback that writes."""
+    shown = shown_source()
+    if same_folder(workspace, shown.workspace):
+        return True
+    where = shown.workspace or "no folder"
+    st.session_state[WRITE_REFUSED_KEY] = (
+        f"Nothing saved: the page was drawn for {workspace}, but the sidebar shows {shown.label} ({where}). "
+        "Check the sidebar's data choice, then click again.")
+    return False
 
 
 def rank_config() -> RankConfig:

@@ -31,6 +31,13 @@ def fail(message: str) -> None:
     st.stop()
 
 
+def write_refused() -> None:
+    """Say why the last click saved nothing (:func:`state.may_write` refused a workspace the sidebar did not show)."""
+    message = st.session_state.pop(state.WRITE_REFUSED_KEY, None)
+    if message:
+        st.error(message, icon=":material/block:")
+
+
 def open_workspace(source: state.Source) -> MemoryIndex:
     """The cached index of ``source``'s workspace, synced (with progress) when it is empty; errors stop the page."""
     problem = state.check_workspace(source.workspace)
