@@ -74,7 +74,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         target = resolve_index_path(args.index, resolve_workspace(args.workspace), _settings(args))
 
         def unsound(idx: MemoryIndex) -> str | None:
-            problems = idx.check() if idx.store.backend == "sqlite" else []
+            problems = idx.check() if idx.settings.store.backend == "sqlite" else []
             why = " ".join("; ".join(problems).split())  # quick_check's report spans lines
             if why:
                 print(f"note: the index {target} is damaged ({why}); it is moved aside and rebuilt",

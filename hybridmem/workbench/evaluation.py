@@ -84,8 +84,10 @@ def render() -> None:
                                        "p_value": "{:.3g}"}), hide_index=True, key="eval_sig")
 
     tab_q, tab_cat, tab_abstain, tab_export = st.tabs(["Per query", "Per category", "Abstention", "Export"])
-    with tab_abstain:
-        _abstention(name, chosen, available, split)
+    with tab_abstain:  # tabs render eagerly: the no-answer sets are indexed and asked only when asked for
+        if st.toggle("Show the curve over the answer gate's threshold (asks every no-answer set of this dataset; "
+                     "the first time takes minutes)", key="eval_abstain_on"):
+            _abstention(name, chosen, available, split)
     per_query = labeled.per_query_frame(result, dataset)
     with tab_q:
         c1, c2, c3 = st.columns(3)

@@ -140,7 +140,10 @@ def render() -> None:
         if isinstance(current, (int, float)) and not isinstance(current, bool):
             fig.add_vline(x=current, line=dict(dash="dot", color="grey"), annotation_text=f"sidebar {current:g}",
                           annotation_position="bottom right")
-        fig.update_layout(xaxis_title=PARAMS[p1][0], yaxis_title=metric)
+        lo, hi = float(df[metric].min()), float(df[metric].max())
+        pad = max(0.01, (hi - lo) * 0.15)  # the metrics lie in [0, 1]: a flat line at 1 is not drawn on a 0-2 axis
+        fig.update_layout(xaxis_title=PARAMS[p1][0], yaxis_title=metric,
+                          yaxis_range=[max(0.0, lo - pad), min(1.0 + pad / 2, hi + pad)])
     else:
         table = df.pivot_table(index=p2, columns=p1, values=metric)
         fig = go.Figure(go.Heatmap(z=table.values, x=table.columns, y=table.index, colorscale="Viridis",
@@ -153,9 +156,15 @@ def render() -> None:
     st.plotly_chart(fig, key="sweep_chart")
     point = ", ".join(f"{PARAMS[p][0]} = {best[p]:g}" for p, _ in axes)
     c1, c2 = st.columns([3, 1])
-    c1.success(f"Best: {point} → {metric} {best[metric]:.4f} ({len(df)} points)", icon=":material/star:")
-    c2.button("Apply best point to the sidebar", on_click=sidebar.apply, args=(best_changes,), key="sweep_apply",
-              type="primary")
+    if df[metric].max() - df[metric].min() <= 1e-12:  # a flat line: no point is better than another
+        c1.info(f"Every point scores {metric} {best[metric]:.4f} ({len(df)} points): these queries cannot tell the "
+                "settings apart. Label queries that some settings get wrong, or sweep another parameter.")
+        c2.button("Apply the first point to the sidebar", on_click=sidebar.apply, args=(best_changes,),
+                  key="sweep_apply")
+    else:
+        c1.success(f"Best: {point} → {metric} {best[metric]:.4f} ({len(df)} points)", icon=":material/star:")
+        c2.button("Apply best point to the sidebar", on_click=sidebar.apply, args=(best_changes,), key="sweep_apply",
+                  type="primary")
     with st.expander("All points"):
         st.dataframe(df, hide_index=True, key="sweep_table")
     st.caption(f"{len(df)} points ranked and scored in {elapsed:.2f}s over candidates retrieved once "
