@@ -88,6 +88,27 @@ def test_check_baseline_reports_new_and_missing_keys():
     assert any(line.startswith("NEW   new") for line in lines)
 
 
+def test_cli_gate_fails_when_the_queries_changed_since_the_baseline(suite, tmp_path, monkeypatch, capsys):
+    """The baseline keeps how many queries each dataset/split was measured on: labels added since make the same
+    metric another figure, which the gate says instead of comparing; a baseline without the counts still works."""
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    baseline = tmp_path / "b.json"
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline), "--update-baseline"]) == 0
+    data = json.loads(baseline.read_text())
+    assert data["queries"] and all(isinstance(n, int) and n > 0 for n in data["queries"].values())
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 0
+    key = next(iter(data["queries"]))
+    data["queries"][key] += 4
+    baseline.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 1
+    assert f"{key} was measured on {data['queries'][key] - 4} queries, the baseline on {data['queries'][key]}" in \
+        capsys.readouterr().err
+    del data["queries"]  # a baseline from before the counts were kept
+    baseline.write_text(json.dumps(data))
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 0
+
+
 def test_cli_eval_json_shape(suite, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "tiny"

@@ -22,9 +22,12 @@ A workspace folder with labels (``.hybridmem-labels/``, see :mod:`hybridmem.eval
 (:func:`workspace_suite`): one check over its labeled queries, ranked with its own ``hybridmem.toml`` (config name
 ``workspace``) under its own index settings; its baseline defaults to ``.hybridmem-labels/baseline.json``.
 
-Baseline (JSON): ``{"values": {"<dataset name>/<split>/<config>/<metric>": {"value": v, "tolerance": t}}}``. A key
-measured now but absent from the baseline is reported and passes; a baseline key no longer measured fails (update
-the baseline on purpose with ``--update-baseline`` when the suite changes).
+Baseline (JSON): ``{"queries": {"<dataset name>/<split>": n}, "values": {"<dataset name>/<split>/<config>/<metric>":
+{"value": v, "tolerance": t}}}``. A key measured now but absent from the baseline is reported and passes; a baseline
+key no longer measured fails, and so does a ``dataset/split`` now measured on another number of queries than the
+baseline's (labels added to a workspace: the same metric over other queries is not comparable); update the baseline
+on purpose with ``--update-baseline`` when the suite or its labels change. A baseline without ``queries`` (written
+before they were kept) is compared on its values only.
 """
 
 from __future__ import annotations
@@ -146,8 +149,9 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str | Path | None = None,
-              progress: bool = True) -> tuple[dict[str, float], dict[str, float]]:
-    """Measure every check; ``({key: value}, {key: tolerance})`` with keys ``dataset/split/config/metric``."""
+              progress: bool = True, queries: dict[str, int] | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """Measure every check; ``({key: value}, {key: tolerance})`` with keys ``dataset/split/config/metric``;
+    ``queries`` (when given) receives how many queries each ``dataset/split`` was measured on."""
     values: dict[str, float] = {}
     tolerances: dict[str, float] = {}
     evaluators: dict[str, Evaluator] = {}
@@ -159,6 +163,8 @@ def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str |
             chosen = None if settings.embedding.provider == "none" else embedder
             ev = evaluators[ev_key] = Evaluator(load_dataset(check.dataset), settings, chosen, cache, progress)
         res = ev.evaluate(resolve_check_configs(check.configs, ev.dataset.workspace), check.metrics, split=check.split)
+        if queries is not None:
+            queries[f"{check.label or ev.dataset.name}/{check.split or 'all'}"] = len(res.query_ids)
         for name, ms in res.means.items():
             for m, v in ms.items():
                 label = check.label or ev.dataset.name
@@ -170,8 +176,10 @@ def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str |
     return values, tolerances
 
 
-def check_baseline(values: dict[str, float], baseline: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """``(failures, report lines)`` of ``values`` against a baseline mapping (see module doc)."""
+def check_baseline(values: dict[str, float], baseline: dict[str, Any],
+                   measured: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
+    """``(failures, report lines)`` of ``values`` against a baseline mapping (see module doc); ``measured``: the
+    queries each ``dataset/split`` was measured on, checked against the baseline's own counts when it has them."""
     base = baseline.get("values", {})
     failures, lines = [], []
     for key, v in values.items():
@@ -188,6 +196,13 @@ def check_baseline(values: dict[str, float], baseline: dict[str, Any]) -> tuple[
     for key in base:
         if key not in values:
             msg = f"{key} is in the baseline but was not measured (suite changed? rerun with --update-baseline)"
+            failures.append(msg)
+            lines.append(f"FAIL  {msg}")
+    for key, n in (measured or {}).items():  # the same figure over other queries is another figure
+        was = baseline.get("queries", {}).get(key)
+        if was is not None and int(was) != n:
+            msg = (f"{key} was measured on {n} queries, the baseline on {was} (labels added or removed?): compare "
+                   "like with like, rerun with --update-baseline")
             failures.append(msg)
             lines.append(f"FAIL  {msg}")
     return failures, lines
@@ -208,12 +223,14 @@ def gate(suite_path: str | Path, baseline_path: str | Path | None, update: bool 
     bpath = Path(chosen)
     if not update and not bpath.is_file():
         raise GateError(f"baseline not found: {bpath}; create it with --update-baseline")
-    values, tols = run_suite(suite, embedder, cache, progress)
+    queries: dict[str, int] = {}
+    values, tols = run_suite(suite, embedder, cache, progress, queries)
     if update:
         bpath.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "suite": str(suite_path),
             "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "queries": dict(sorted(queries.items())),
             "values": {k: {"value": v, "tolerance": tols[k]} for k, v in sorted(values.items())},
         }
         bpath.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
@@ -223,5 +240,5 @@ def gate(suite_path: str | Path, baseline_path: str | Path | None, update: bool 
         baseline = json.loads(bpath.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise GateError(f"baseline {bpath} is not valid JSON: {exc}") from None
-    failures, lines = check_baseline(values, baseline)
+    failures, lines = check_baseline(values, baseline, queries)
     return GateResult(values, tols, failures, lines, time.perf_counter() - t0)
