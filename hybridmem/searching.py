@@ -20,7 +20,7 @@ from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
 from hybridmem.records import SearchResponse
 from hybridmem.retrieve import Retriever, Scope
-from hybridmem.sources import session_prefix
+from hybridmem.sources import find_session
 from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
@@ -59,7 +59,12 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
     if overrides:
         cfg = cfg.replace(**overrides)
     if session:
-        source, path_prefix = "sessions", session_prefix(session, workspace, settings.sources)
+        path_prefix, held = find_session(session, workspace, settings.sources)
+        source = "sessions"
+        if held is False:  # a typo in a session id must not read as "nothing relevant"
+            missing = (f"no transcript {session!r} in the session folders ({', '.join(settings.sources.session_paths)}),"
+                       " so nothing was searched")
+            notice = f"{notice}; {missing}" if notice else missing
     return query, notice, cfg, Scope(source, path_prefix)
 
 

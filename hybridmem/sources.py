@@ -200,10 +200,17 @@ def session_prefix(session: str, workspace: str | Path | None, config: SourcesCo
         >>> session_prefix("s2", None), session_prefix("s2.jsonl", None, SourcesConfig(session_paths=("chats",)))
         ('sessions/s2.jsonl', 'chats/s2.jsonl')
     """
+    return find_session(session, workspace, config)[0]
+
+
+def find_session(session: str, workspace: str | Path | None,
+                 config: SourcesConfig | None = None) -> tuple[str, bool | None]:
+    """``(key, held)``: :func:`session_prefix`'s key, and whether a configured session folder holds that transcript
+    (None when that cannot be told: no workspace on disk, or a name given as a key)."""
     cfg = config or SourcesConfig()
     name = session if session.endswith(".jsonl") else f"{session}.jsonl"
     if "/" in name or not cfg.session_paths:
-        return name
+        return name, None
     keys: list[tuple[str, bool]] = []
     for folder in cfg.session_paths:
         sp = Path(folder).expanduser()
@@ -213,7 +220,9 @@ def session_prefix(session: str, workspace: str | Path | None, config: SourcesCo
         ws = Path(workspace).absolute()
         sp = _configured(ws, folder)
         keys.append((_key(ws, sp / name, sp), (sp / name).is_file()))
-    return next((key for key, held in keys if held), keys[0][0])
+    if workspace is None:
+        return keys[0][0], None
+    return next(((key, True) for key, held in keys if held), (keys[0][0], False))
 
 
 def unindexed_reason(rel: str, config: SourcesConfig | None = None) -> str | None:

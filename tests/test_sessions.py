@@ -115,7 +115,10 @@ def test_session_scope_follows_the_configured_session_folders(tmp_path: Path) ->
         for sid, citation in (("s3", "chats/s3.jsonl#L1"), ("s4.jsonl", "logs/s4.jsonl#L1")):
             hits = idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session=sid).results
             assert [h.citation for h in hits] == [citation]
-        assert idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session="s9").results == ()
+        missing = idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session="s9")
+        assert missing.results == ()
+        assert missing.notice == "no transcript 's9' in the session folders (chats, logs), so nothing was searched"
+        assert idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session="s3").notice is None
 
 
 def test_malformed_lines_reported_in_sync(tmp_path: Path) -> None:
