@@ -126,7 +126,7 @@ def _key(workspace: Path, p: Path, extra_root: Path | None) -> str:
         return f"extra/{base.name}/{rel}" if p != base else f"extra/{p.name}"
 
 
-def _longer_key(ws: Path, p: Path, root: Path | None, taken: Mapping[str, object]) -> str:
+def _longer_key(p: Path, root: Path | None, taken: Mapping[str, object]) -> str:
     """``p``'s key under ``extra/`` with as many of its root's folders as it takes to be free: ``extra/b/notes/x.md``
     when ``extra/notes/x.md`` is another configured folder's ``x.md`` (keys follow the configured order, so they stay
     the same from one sync to the next)."""
@@ -184,29 +184,24 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
         seen_real.add(real)
         key = _key(ws, p, root)
         if key in out:  # two configured folders of one name: the later one's key names more of its path
-            key = _longer_key(ws, p, root, out)
+            key = _longer_key(p, root, out)
         out[key] = SourceFile(key, str(p), source, st.st_mtime, st.st_size)
     if warnings is not None:
         warnings.extend(dict.fromkeys(notes))
     return [out[k] for k in sorted(out)]
 
 
-def session_prefix(session: str, workspace: str | Path | None, config: SourcesConfig | None = None) -> str:
-    """The path prefix (citation key) of a session transcript given its id or file name: its key in the first
-    configured session folder (``sources.session_paths``) that holds it, else in the first one. A name with a ``/``
-    is a key already.
-
-    Example:
-        >>> session_prefix("s2", None), session_prefix("s2.jsonl", None, SourcesConfig(session_paths=("chats",)))
-        ('sessions/s2.jsonl', 'chats/s2.jsonl')
-    """
-    return find_session(session, workspace, config)[0]
-
-
 def find_session(session: str, workspace: str | Path | None,
                  config: SourcesConfig | None = None) -> tuple[str, bool | None]:
-    """``(key, held)``: :func:`session_prefix`'s key, and whether a configured session folder holds that transcript
-    (None when that cannot be told: no workspace on disk, or a name given as a key)."""
+    """``(key, held)`` of a session transcript given its id or file name: its path prefix (citation key) in the first
+    configured session folder (``sources.session_paths``) that holds it, else in the first one (a name with a ``/``
+    is a key already); and whether a configured folder holds it (None when that cannot be told: no workspace on
+    disk, or a name given as a key).
+
+    Example:
+        >>> find_session("s2", None), find_session("s2.jsonl", None, SourcesConfig(session_paths=("chats",)))
+        (('sessions/s2.jsonl', None), ('chats/s2.jsonl', None))
+    """
     cfg = config or SourcesConfig()
     name = session if session.endswith(".jsonl") else f"{session}.jsonl"
     if "/" in name or not cfg.session_paths:

@@ -48,27 +48,25 @@ def param_changes(name: str, value: Any) -> dict[str, Any]:
         ConfigError: ``name`` is neither a sweep parameter nor a RankConfig field.
     """
     known = {f.name: f for f in fields(RankConfig)}
+    if name not in _ALIASES and name not in known:
+        raise ConfigError(f"unknown sweep parameter {name!r}: expected one of {', '.join(SWEEP_PARAMS)} "
+                          f"or a ranking setting ({', '.join(sorted(known))})")
+    default = None if name in _ALIASES else getattr(RankConfig(), name)
+    whole = isinstance(default, int) and not isinstance(default, bool)
     try:
         if name in _ALIASES:
             return _ALIASES[name](value)
-        if name not in known:
-            raise ConfigError(f"unknown sweep parameter {name!r}: expected one of {', '.join(SWEEP_PARAMS)} "
-                              f"or a ranking setting ({', '.join(sorted(known))})")
-        default = getattr(RankConfig(), name)
         if isinstance(default, bool):
             value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-        elif isinstance(default, int):
+        elif whole:
             if float(value) != int(float(value)):
                 raise ValueError("not a whole number")
             value = int(float(value))
         elif isinstance(default, float):
             value = float(value)
         return {name: value}
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        kind = "a whole number" if name in known and isinstance(getattr(RankConfig(), name), int) else "a number"
-        raise ConfigError(f"--param {name}={value}: expected {kind}") from None
+    except (TypeError, ValueError):
+        raise ConfigError(f"--param {name}={value}: expected {'a whole number' if whole else 'a number'}") from None
 
 
 def check_points(points: Sequence[Mapping[str, Any]], base: RankConfig | None = None) -> list[RankConfig]:
