@@ -157,7 +157,8 @@ PRESETS: dict[str, RankConfig] = {
     "rrf": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0),
     "keyword": replace(MINMAX_RANKING, vector_weight=0.0, text_weight=1.0, min_score=0.0),
     "vector": replace(MINMAX_RANKING, vector_weight=1.0, text_weight=0.0, min_score=0.0),
-    # The default (calibrated weighted sum) and RRF with query-adaptive leg weights (ranking/adaptive.py).
+    # The default (its joint order already adapts the leg weights per query) and RRF with query-adaptive leg
+    # weights (ranking/adaptive.py).
     "adaptive": DEFAULT_RANKING,
     "rrf-adaptive": replace(MINMAX_RANKING, fusion="rrf", vector_weight=1.0, text_weight=1.0, min_score=0.0,
                             adaptive=True),

@@ -57,7 +57,8 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
     """A Markdown report."""
     lines = [f"# {title or f'Evaluation: {result.dataset}'}", ""]
     lines.append(f"Dataset `{result.dataset}`, split `{result.split or 'all'}`, {len(result.query_ids)} queries; "
-                 f"ranked to depth {result.depth}.")
+                 f"ranked to depth {result.depth} (each config's pool is the depth times its candidate multiplier; "
+                 "`minmax` normalises over that pool, so asking a deeper metric can move its figures).")
     lines.append("")
     lines += _table(["config", *result.metrics],
                     [[n, *(f"{ms[m]:.4f}" for m in result.metrics)] for n, ms in result.means.items()])
