@@ -16,7 +16,7 @@ from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import BINARY, discover, read_text, redact_memory_text, session_redactor, source_roots, within
+from hybridmem.sources import BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor, source_roots, within
 
 
 def read_memory(
@@ -27,6 +27,9 @@ def read_memory(
     gives its row) or, in a workspace, among those the next sync would index, and its lines read."""
     key = validate_relative(path)
     row = indexed(key)
+    if row is not None and workspace is not None and row.get("abspath") and not within(
+            os.path.abspath(row["abspath"]), tuple(configured_places(workspace, sources))):
+        row = None  # indexed where the workspace was before it was moved or copied: read the file where it is now
     if row is None and workspace is not None:
         row = next(({"abspath": f.abspath, "source": f.source, "path": f.path}
                     for f in discover(workspace, sources) if f.path == key), None)

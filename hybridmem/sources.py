@@ -65,12 +65,18 @@ def is_evergreen(path: str) -> bool:
 def source_roots(workspace: str | Path, config: SourcesConfig | None = None) -> tuple[str, ...]:
     """The real paths of what the user configured as memory: the workspace's ``MEMORY.md``, ``memory.md`` and
     ``memory/``, each extra path and each session folder (each followed when it is a link)."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in configured_places(workspace, config)))
+
+
+def configured_places(workspace: str | Path, config: SourcesConfig | None = None) -> list[str]:
+    """What the user configured as memory, as absolute paths not followed through links: the workspace's
+    ``MEMORY.md``, ``memory.md`` and ``memory/``, each extra path and each session folder."""
     cfg = config or SourcesConfig()
     ws = Path(workspace).absolute()
     places = [ws / name for name in ROOT_FILES] + [ws / "memory"]
     for configured in (*cfg.extra_paths, *cfg.session_paths):
         places.append(_configured(ws, configured))
-    return tuple(dict.fromkeys(os.path.realpath(p) for p in places))
+    return [str(p) for p in places]
 
 
 def _configured(ws: Path, configured: str) -> Path:

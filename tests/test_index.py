@@ -181,3 +181,27 @@ def test_get_reads_lines_and_refuses_escapes(workspace: Path, tmp_path: Path):
 def test_missing_workspace_is_a_clear_error(tmp_path: Path):
     with pytest.raises(WorkspaceError, match="not found"):
         MemoryIndex(tmp_path / "nope")
+
+
+def test_a_moved_or_copied_workspace_reads_its_own_files(workspace: Path, tmp_path: Path):
+    """The index inside a workspace records where each file was; a workspace copied elsewhere (mtimes kept) reads
+    the copy's files with ``get`` before and after its next sync, and that sync records the new place instead of
+    re-reading every file on every sync."""
+    import shutil
+
+    with MemoryIndex(workspace, embedder=HashEmbedder()) as idx:
+        idx.sync()
+    copy = tmp_path / "elsewhere" / "ws"
+    shutil.copytree(workspace, copy)  # copy2: mtimes kept, as cp -a and a synced folder keep them
+    write(workspace, "memory/topics/cars.md", "# Cars\n\nThe original, changed after the copy.\n")
+    with MemoryIndex(copy, embedder=HashEmbedder()) as idx:
+        assert "timing belt" in idx.get("memory/topics/cars.md")["text"]  # not synced yet: the copy's file
+        first = idx.sync()
+        assert (first.added, first.changed, first.deleted) == (0, 0, 0)
+        assert idx.indexed_file("memory/topics/cars.md")["abspath"] == str(copy / "memory/topics/cars.md")
+        second = idx.sync()
+        assert second.unchanged == second.files == 4  # the place was recorded: nothing read again
+        assert "timing belt" in idx.get("memory/topics/cars.md")["text"]
+    shutil.rmtree(workspace)  # moved: the old place is gone
+    with MemoryIndex(copy, embedder=HashEmbedder()) as idx:
+        assert idx.get("MEMORY.md")["total_lines"] == 4

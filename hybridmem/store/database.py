@@ -225,10 +225,12 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
             if has_vec:
                 self._db.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", part)
 
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
-        """Record a file's new mtime and size when its content hash did not change."""
+    def touch_file(self, path: str, mtime: float, size: int, abspath: str | None) -> None:
+        """Record a file's new mtime, size and place (a workspace moved or copied) when its content hash did not
+        change."""
         with self.transaction():
-            self._db.execute("UPDATE files SET mtime = ?, size = ? WHERE path = ?", (mtime, size, path))
+            self._db.execute("UPDATE files SET mtime = ?, size = ?, abspath = ? WHERE path = ?",
+                             (mtime, size, abspath, path))
 
     def upsert_file(
         self,

@@ -287,7 +287,7 @@ class Syncer:
         row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
         if old and old["hash"] == h:
             report.unchanged += 1
-            self.store.touch_file(sf.path, sf.mtime, sf.size)
+            self.store.touch_file(sf.path, sf.mtime, sf.size, sf.abspath)
             return None
         if old:
             report.changed += 1

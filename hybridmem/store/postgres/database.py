@@ -226,10 +226,10 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
                 "(ns, gen) DO UPDATE SET n_rows = hm_stats.n_rows + EXCLUDED.n_rows, n_tokens = hm_stats.n_tokens + "
                 "EXCLUDED.n_tokens", self._p(r=rows, t=tokens))
 
-    def touch_file(self, path: str, mtime: float, size: int) -> None:
+    def touch_file(self, path: str, mtime: float, size: int, abspath: str | None) -> None:
         with self.transaction():
-            self._q("UPDATE hm_files SET mtime = %(m)s, size = %(s)s WHERE ns = %(ns)s AND gen = %(gen)s AND "
-                    "path = %(path)s", self._p(m=mtime, s=size, path=path))
+            self._q("UPDATE hm_files SET mtime = %(m)s, size = %(s)s, abspath = %(a)s WHERE ns = %(ns)s AND "
+                    "gen = %(gen)s AND path = %(path)s", self._p(m=mtime, s=size, a=abspath, path=path))
 
     def upsert_file(self, file: dict[str, Any], chunks: Sequence[dict[str, Any]],
                     vectors: Sequence[np.ndarray | None]) -> None:
