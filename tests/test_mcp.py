@@ -163,6 +163,23 @@ def test_non_loopback_bind_without_token_is_refused(ws: Path) -> None:
     assert "refusing to serve memory on 0.0.0.0 without a bearer token" in proc.stderr
 
 
+def test_http_alone_serves_where_the_settings_say(ws: Path) -> None:
+    """``--http`` without a value binds ``serve.http_host``:``serve.http_port`` of the workspace's settings."""
+    (ws / "hybridmem.toml").write_text('[serve]\nhttp_host = "0.0.0.0"\nhttp_port = 0\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, *_args(ws, "--http")], env=ENV, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "refusing to serve memory on 0.0.0.0 without a bearer token" in proc.stderr
+    (ws / "hybridmem.toml").write_text("[serve]\nhttp_port = 0\n", encoding="utf-8")
+    server = HttpServer(ws, bind="")  # "--http" "" reads as --http alone
+    try:
+        async def main() -> set[str]:
+            async with Client(server.url) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        assert asyncio.run(main()) == {"memory_search", "memory_get", "memory_status"}
+    finally:
+        server.close()
+
+
 def test_token_is_required_when_set(ws: Path) -> None:
     server = HttpServer(ws, "--token", "s3cret-token")
     try:

@@ -55,6 +55,7 @@ def test_parse_bind() -> None:
     assert parse_bind("8765") == ("127.0.0.1", 8765)
     assert parse_bind("0.0.0.0:8765") == ("0.0.0.0", 8765)
     assert parse_bind("[::1]:8765") == ("::1", 8765)
+    assert parse_bind("", "127.0.0.1", 9100) == ("127.0.0.1", 9100)  # --http alone: serve.http_host, serve.http_port
     with pytest.raises(ConfigError, match="expects \\[HOST:\\]PORT"):
         parse_bind("localhost:http")
 

@@ -25,8 +25,9 @@ def add_parsers(sub: Any) -> None:
     sp.add_argument("workspace", nargs="?", default=".", help="memory workspace (default: .)")
     sp.add_argument("--index", default=None, help="index file (default: WORKSPACE/.hybridmem/index.sqlite)")
     sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
-    sp.add_argument("--http", default=None, metavar="[HOST:]PORT",
-                    help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST default 127.0.0.1)")
+    sp.add_argument("--http", nargs="?", const="", default=None, metavar="[HOST:]PORT",
+                    help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (default serve.http_host, "
+                         "127.0.0.1, and serve.http_port, 8765)")
     sp.add_argument("--token", default=None,
                     help="bearer token HTTP clients must send (default: $HYBRIDMEM_MCP_TOKEN); required off loopback")
     sp.add_argument("--allow-host", action="append", default=[], metavar="NAME",
@@ -59,7 +60,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from hybridmem.config import load_settings
 
         serve_cfg = load_settings(args.config, workspace=args.workspace).serve
-        bind = parse_bind(args.http, serve_cfg.http_host)
+        bind = parse_bind(args.http, serve_cfg.http_host, serve_cfg.http_port)
         check_bind(bind[0], token)  # refuse before any work
     from hybridmem.serve.server import build_server, serve_stdio
     from hybridmem.serve.service import MemoryService

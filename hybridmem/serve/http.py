@@ -26,8 +26,11 @@ TOKEN_ENV = "HYBRIDMEM_MCP_TOKEN"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
-def parse_bind(spec: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    """``"8765"`` -> ``("127.0.0.1", 8765)``; ``"0.0.0.0:8765"``, ``"[::1]:8765"`` -> host and port."""
+def parse_bind(spec: str, default_host: str = "127.0.0.1", default_port: int = 8765) -> tuple[str, int]:
+    """``"8765"`` -> ``("127.0.0.1", 8765)``; ``"0.0.0.0:8765"``, ``"[::1]:8765"`` -> host and port; ``""`` (``--http``
+    alone) -> the defaults (``serve.http_host``, ``serve.http_port``)."""
+    if not spec:
+        return default_host, default_port
     host, _, port = spec.rpartition(":")
     host = host.strip("[]") or default_host
     try:
