@@ -64,6 +64,25 @@ def test_user_errors_are_one_line_and_exit_2(kw_workspace: Path, capsys, argv, m
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["search", "--preset", "nope", "q"], "hybridmem search: error: argument --preset: invalid choice: 'nope'"),
+    (["search", "q", "--max-results", "abc"], "hybridmem search: error: argument --max-results: invalid int value"),
+    (["bogus"], "hybridmem: error: argument command: invalid choice: 'bogus'"),
+    (["eval", "--metrics"], "hybridmem eval: error: argument --metrics: expected at least one argument"),
+])
+def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, message):
+    """What argparse catches reads like every other user mistake: one line naming the command's help, not the
+    whole usage; --help still prints it."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert err.rstrip().endswith(f"(see {message.split(': ')[0]} --help)")
+    with pytest.raises(SystemExit) as stop:
+        main(["search", "--help"])
+    assert stop.value.code == 0 and "usage: hybridmem search" in capsys.readouterr().out
+
+
 def test_bad_config_names_the_setting(kw_workspace: Path, capsys):
     write(kw_workspace, "hybridmem.toml", "[ranking]\nmmr_lambda = 3.0\n")
     code, _, err = run(capsys, "status", str(kw_workspace))
