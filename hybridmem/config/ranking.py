@@ -39,7 +39,7 @@ class RankConfig:
     rrf_k: int = 60
     # "calibrated": each leg's raw score read as an estimated probability of relevance (hybridmem.config.calibration),
     # so one min_score means the same in every query; "minmax" (the earlier default) gives every query's best
-    # candidate 1.0 and cannot abstain (DESIGN.md). See eval/reports/abstention.md.
+    # candidate 1.0 and cannot abstain (hybridmem/ranking/calibrate.py). See eval/reports/abstention.md.
     bm25_norm: str = "calibrated"
     vector_norm: str = "calibrated"
     max_results: int = 6
@@ -139,8 +139,8 @@ DEFAULT_RANKING = RankConfig()
 CALIBRATED_RANKING = RankConfig(fusion="weighted", min_score=CALIBRATED_MIN_SCORE, answer_threshold=0.0)
 
 # The default before calibration (#16): min-max normalization of both legs (the reference's raw cosine + rank
-# transform scored 0.683 nDCG@10 on SciFact test, min-max weighted sum 0.730, DESIGN.md), min score 0.35 relative to
-# each query's own pool, keyword rescue on.
+# transform scored below it on SciFact: eval/reports/README.md), min score 0.35 relative to each query's own pool,
+# keyword rescue on.
 MINMAX_RANKING = RankConfig(fusion="weighted", bm25_norm="minmax", vector_norm="minmax", min_score=0.35,
                             rescue_keyword=True, adaptive=False, answer_threshold=0.0)
 

@@ -5,8 +5,8 @@ Metric names:
 - ranx (Bassani, ECIR 2022): ``ndcg@k``, ``recall@k``, ``precision@k``, ``mrr[@k]``, ``map[@k]``, ``hit_rate@k``,
   computed over the ranked *units* (documents or evidence spans, see :mod:`hybridmem.eval.units`); graded qrels give
   graded nDCG.
-- ``evidence_recall@k``: the share of a query's judged units contained in its top-k *hits* (chunks), DESIGN.md's
-  definition; with document units it is the share of relevant documents among the top-k chunks' documents.
+- ``evidence_recall@k``: the share of a query's judged units contained in its top-k *hits* (chunks); with document
+  units it is the share of relevant documents among the top-k chunks' documents.
 - ``budget_recall@N``: the same, over the leading hits whose whole chunk texts fit in ``N`` characters (the 4000-char
   cap an agent gets), which compares chunk sizes fairly.
 

@@ -1,4 +1,4 @@
-"""Map ranked chunk hits to judged units (DESIGN.md "Evaluation units").
+"""Map ranked chunk hits to judged units (documents, or evidence spans of files and lines).
 
 - documents: a hit's ``path`` is its document id; first occurrence wins.
 - evidence: a hit is relevant to an evidence span when its line span contains the whole span (same path), or to a

@@ -1,7 +1,7 @@
 """Calibrated scores: each leg's raw score mapped to an estimated probability that the chunk is relevant.
 
 Min-max normalization gives the best candidate of every query 1.0, whatever it is, so a min score on min-max scores
-cannot tell "relevant" from "the best of the irrelevant" (DESIGN.md, "Min-max scores cannot abstain"). A calibrated
+cannot tell "relevant" from "the best of the irrelevant". A calibrated
 score reads the raw score itself, so it means the same in every query: a logistic regression (Platt, "Probabilistic
 outputs for support vector machines", 1999) over a few features of the candidate, fitted on labelled train splits
 (:mod:`hybridmem.config.calibration` holds the numbers and how they were fitted).

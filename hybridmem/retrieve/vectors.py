@@ -1,7 +1,8 @@
 """Exact vector search over an in-memory float32 matrix: the hot copy of the vectors sqlite-vec persists.
 
 A matrix-vector product over 100k x 384 float32 reads 153.6 MB a query, so it runs at about the machine's memory
-bandwidth (DESIGN.md: 4.3 ms, against 42 ms for sqlite-vec's KNN); long-lived processes serve queries from here.
+bandwidth, many times faster than sqlite-vec's KNN (`hybridmem bench --only vectors` measures both, README's
+Benchmarks); long-lived processes serve queries from here.
 Results equal sqlite-vec's exact KNN (cosine similarity of unit vectors, ties broken by chunk id).
 
 Large matrices (``StoreConfig.int8_min_rows`` rows and up) are scanned **exactly through an int8 copy**

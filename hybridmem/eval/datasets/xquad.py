@@ -25,13 +25,10 @@ TEST_QUESTIONS = 300
 
 
 def _file(lang: str, folder: str | Path | None = None) -> Path:
-    """The language's JSON file: ``folder``, else ``datasets/xquad_r``, else the shared copy."""
+    """The language's JSON file: under ``folder``, else the shipped ``datasets/xquad_r`` (all eleven languages)."""
     if lang not in LANGUAGES:
         raise DatasetError(f"unknown XQuAD-R language {lang!r}: expected one of {', '.join(LANGUAGES)}")
-    roots = [Path(folder)] if folder else [data_dir("xquad_r")]
-    if not folder:
-        shared = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "xquad_r"
-        roots.append(shared)
+    roots = [Path(folder) if folder else data_dir("xquad_r")]
     path = next((r / "xquad-r" / f"{lang}.json" for r in roots if (r / "xquad-r" / f"{lang}.json").is_file()), None)
     if path is None:
         raise DatasetError(f"XQuAD-R file {lang}.json not found under {', '.join(str(r) for r in roots)}")
@@ -63,7 +60,7 @@ def article_halves(lang: str, folder: str | Path | None = None) -> tuple[dict[st
 
 
 def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
-    """Load one language. Falls back to the shared copy for languages not vendored into ``datasets/``."""
+    """Load one language. Every language ships in ``datasets/xquad_r``."""
     path = _file(lang, folder)
     data = json.loads(path.read_text(encoding="utf-8"))
     docs: list[Document] = []
