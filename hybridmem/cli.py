@@ -11,9 +11,9 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from hybridmem.commands import COMMANDS, command, print_json
+from hybridmem.commands import COMMANDS, Parser, command, print_json
 from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
 from hybridmem.config.calibration import joint_model
 from hybridmem.errors import HybridMemError
@@ -293,16 +293,8 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """A usage mistake is one line on stderr and exit 2, as every other user mistake (argparse prints the whole
-    usage first); ``--help`` still shows it. Subcommands' parsers are of the same class."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="hybridmem", description="Hybrid memory search for AI agents.")
+    p = Parser(prog="hybridmem", description="Hybrid memory search for AI agents.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, workspace: bool = True) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -33,6 +33,14 @@ def command(name: str) -> Callable[[Command], Command]:
         return fn
 
     return wrap
+
+
+class Parser(argparse.ArgumentParser):
+    """A usage mistake is one line on stderr and exit 2, as every other user mistake (argparse prints the whole
+    usage first); ``--help`` still shows it. Subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def print_json(obj: Any) -> None:
