@@ -68,6 +68,9 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
     return query, notice, cfg, Scope(source, path_prefix)
 
 
+KEYWORD_INDEX = "the index was built keyword-only (it holds no vectors; `hybridmem index` embeds it): keyword-only"
+
+
 def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
     """Why a search runs keyword-only: no embedding provider could be loaded, or the vector leg failed."""
     if embedder.get() is None and provider != "none":
@@ -90,8 +93,11 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     cands = retriever.retrieve(query, cfg.pool, cfg.text_weight > 0, cfg.vector_weight > 0, scope,
                                cfg.needs_vectors, None, timings)
     t0 = time.perf_counter()
-    ranking = rank(cands, cfg, now=now)
     vectors, vectors_note = progress(cands.generation or None)  # no second read of the generation
+    keyword_index = vectors is None and cands.vector_searched
+    if keyword_index:  # an index built keyword-only: the vector leg had nothing to search, the keyword gate decides
+        cands = replace(cands, vector_searched=False)
+    ranking = rank(cands, cfg, now=now)
     if vectors_note and cands.vector_searched and not ranking.hits:
         ranking = rank(replace(cands, vector_searched=False), cfg, now=now)
     timings["rank"] = (time.perf_counter() - t0) * 1000
@@ -100,7 +106,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-        fallback_reason=fallback_reason(embedder, retriever, provider) if fallback else None, timings=timings, config=cfg, candidates=cands,
+        fallback_reason=(KEYWORD_INDEX if keyword_index else fallback_reason(embedder, retriever, provider))
+        if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 
 

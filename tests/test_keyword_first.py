@@ -250,6 +250,32 @@ def test_a_search_sync_stores_everything_but_embeds_only_a_few_chunks(tmp_path: 
         assert idx.store.pending_count() == 0
 
 
+def test_an_index_built_keyword_only_answers_a_search_that_has_a_model(tmp_path: Path) -> None:
+    """`hybridmem index --keyword-only`, then a search with the configured model: without a sync the keyword leg
+    answers (the gate of a search whose vector leg had nothing to search) and says why; a search's sync rebuilds for
+    the model keyword first and leaves the vectors to `hybridmem index` (it embedded every chunk, minutes on a large
+    memory, and without a sync the gate refused every query)."""
+    from hybridmem.config import Settings
+    from hybridmem.searching import KEYWORD_INDEX
+
+    ws = make_ws(tmp_path / "ws", files=6)
+    (ws / "memory" / "pay.md").write_text("# Payments\nThe payment processor retries with exponential backoff.\n")
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        chunks = idx.sync().chunks
+    emb = HashEmbedder(dims=16)
+    with MemoryIndex(ws, embedder=emb) as idx:
+        resp = idx.search("payment processor backoff")
+        assert resp.results[0].path == "memory/pay.md" and resp.fallback_reason == KEYWORD_INDEX
+        queries = emb.embedded  # the query's vector
+        report = idx.sync(embed_limit=3)  # what `hybridmem search` does before answering
+        assert report.full_reindex and report.chunks == chunks and emb.embedded == queries
+        assert idx.store.pending_count() == chunks
+        resp = idx.search("payment processor backoff")
+        assert resp.results[0].path == "memory/pay.md" and f"vectors for 0 of {chunks} chunks" in resp.vectors_note
+        idx.sync()  # `hybridmem index`
+        assert idx.store.pending_count() == 0 and emb.embedded >= chunks
+
+
 def test_index_waits_for_the_lock_a_search_sync_holds(tmp_path: Path) -> None:
     import threading
 

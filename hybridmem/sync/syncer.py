@@ -219,6 +219,7 @@ class Syncer:
         builder = Syncer(tmp, self.settings, self.workspace, self.embedder)
         builder._shared = self._shared if self._shared is not False else self.shared_cache
         builder.lock_path = None
+        builder.embed_limit = self.embed_limit  # a search's rebuild stores every chunk but leaves the vectors to index
         return builder._sync(False, progress)
 
     def _incremental(self, report: SyncReport, force: bool, progress: Progress | None,
