@@ -49,7 +49,11 @@ def read_lines(
         raise ArgumentError(f"from_line must be >= 1, got {from_line}")
     if lines is not None and lines < 1:
         raise ArgumentError(f"lines must be >= 1, got {lines}")
-    text, warning = read_text(abspath, sources.max_file_bytes)
+    try:
+        text, warning = read_text(abspath, sources.max_file_bytes)
+    except OSError as exc:  # removed, renamed, made a folder or unreadable since the index saw it
+        raise PathError(f"cannot read {key}: {exc.strerror or exc} (it changed since the index was synced; "
+                        "search again for where it is now)") from None
     if warning == BINARY:
         raise PathError(f"{key} is a binary file, so it is not indexed and cannot be read")
     if source == "sessions":

@@ -183,6 +183,25 @@ def test_missing_workspace_is_a_clear_error(tmp_path: Path):
         MemoryIndex(tmp_path / "nope")
 
 
+def test_get_of_a_file_gone_since_the_sync_is_one_clear_error(workspace: Path):
+    """An agent's search, then the file is removed (or a folder takes its name) before its get: a PathError naming
+    it, which the tools report as a bad call, not as memory being unavailable (it was a FileNotFoundError)."""
+    import json
+
+    from hybridmem.tools import MemoryTools
+
+    with MemoryIndex(workspace, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        (workspace / "memory/topics/cars.md").unlink()
+        with pytest.raises(PathError, match="cannot read memory/topics/cars.md: No such file"):
+            idx.get("memory/topics/cars.md")
+        (workspace / "memory/topics/cars.md").mkdir()
+        with pytest.raises(PathError, match="cannot read memory/topics/cars.md: Is a directory"):
+            idx.get("memory/topics/cars.md")
+        out = json.loads(MemoryTools(idx).handle("memory_get", {"path": "memory/topics/cars.md"}))
+        assert "cannot read memory/topics/cars.md" in out["error"] and not out.get("unavailable")
+
+
 def test_a_moved_or_copied_workspace_reads_its_own_files(workspace: Path, tmp_path: Path):
     """The index inside a workspace records where each file was; a workspace copied elsewhere (mtimes kept) reads
     the copy's files with ``get`` before and after its next sync, and that sync records the new place instead of
