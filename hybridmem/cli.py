@@ -87,7 +87,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     with idx_cm as idx:
         if idx.indexing_elsewhere():
             print("note: another process is indexing this workspace; waiting for it", file=sys.stderr, flush=True)
-        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json), wait=True)
+        report = idx.sync(force=args.rebuild, progress=_progress_bar(not args.json), wait=True, defer_sessions=False)
         status = idx.status()
     out = {**report.to_dict(), "provider": status["provider"], "model": status["model"], "dims": status["dims"],
            "index_path": status["index_path"]}
@@ -96,7 +96,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     else:
         print(f"indexed {out['files']} files, {out['chunks']} chunks in {report.seconds:.2f}s "
               f"(added {report.added}, changed {report.changed}, deleted {report.deleted}, unchanged {report.unchanged}; "
-              f"embedded {report.embedded}, cache hits {report.cache_hits})")
+              f"embedded {report.embedded}, cache hits {report.cache_hits}"
+              + (f"; deferred {report.deferred} growing transcript(s)" if report.deferred else "") + ")")
         print(f"provider {out['provider']} {out['model']} ({out['dims']} dims) -> {out['index_path']}")
         for w in report.warnings:
             print(f"warning: {w}", file=sys.stderr)

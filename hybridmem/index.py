@@ -101,11 +101,12 @@ class MemoryIndex:
         return self.syncer.running_elsewhere()
 
     def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
-             embed_limit: int | None = None) -> SyncReport:
+             embed_limit: int | None = None, defer_sessions: bool = True) -> SyncReport:
         """Bring the index up to date with the workspace (new, changed and deleted files, by content hash); a
         settings change or ``force`` reindexes in full, atomically. See :meth:`hybridmem.sync.Syncer.sync`."""
         with self._lock:
-            report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit)
+            report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit,
+                                      defer_sessions=defer_sessions)
             self.retriever.drop_caches()
             lost = self.store.file_lost()
             if lost:  # SQLite wrote into an unlinked file: nothing was saved

@@ -100,7 +100,9 @@ def link_warning(shown: str, target: str) -> str:
 def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str, ...], warnings: list[str],
           seen_dirs: set[str]) -> Iterator[Path]:
     """Files under ``root`` ending in ``suffix``; linked folders followed when inside ``roots``, each real folder
-    walked once (no loops)."""
+    walked once (no loops). Hidden folders and files below ``root`` (a name starting with ``.``: an editor's
+    ``.trash`` of deleted notes, ``.obsidian``) are left out, as ``memory_write`` refuses such names; a configured
+    root may itself be hidden."""
     real_root = os.path.realpath(root)
     if real_root in seen_dirs:
         return
@@ -110,7 +112,7 @@ def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str,
         for d in sorted(dirnames):
             full = os.path.join(dirpath, d)
             real = os.path.realpath(full)
-            if d in ignore or real in seen_dirs:
+            if d in ignore or d.startswith(".") or real in seen_dirs:
                 continue
             if os.path.islink(full) and not within(real, roots):
                 warnings.append(link_warning(_key(ws, Path(full), root), real))
@@ -119,7 +121,7 @@ def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str,
             kept.append(d)
         dirnames[:] = kept
         for name in sorted(filenames):
-            if name.lower().endswith(suffix):
+            if name.lower().endswith(suffix) and not name.startswith("."):
                 yield Path(dirpath) / name
 
 

@@ -224,3 +224,19 @@ def test_a_moved_or_copied_workspace_reads_its_own_files(workspace: Path, tmp_pa
     shutil.rmtree(workspace)  # moved: the old place is gone
     with MemoryIndex(copy, embedder=HashEmbedder()) as idx:
         assert idx.get("MEMORY.md")["total_lines"] == 4
+
+
+def test_hidden_folders_and_files_below_memory_are_not_indexed(workspace: Path, tmp_path: Path):
+    """An editor's trash of deleted notes (Obsidian's ``.trash``) must not come back in search; a hidden folder
+    configured as an extra path is indexed (the user named it)."""
+    write(workspace, "memory/.trash/old.md", "deleted note")
+    write(workspace, "memory/.draft.md", "a hidden draft")
+    write(workspace, "sessions/.old/s.jsonl", '{"role": "user", "content": "hi"}\n')
+    write(tmp_path, ".notes/kept.md", "kept")
+    s = Settings().override(sources={"extra_paths": [str(tmp_path / ".notes")]})
+    paths = [f.path for f in discover(workspace, s.sources)]
+    assert not [p for p in paths if "/." in p and not p.startswith("extra/")] and "extra/.notes/kept.md" in paths
+    with MemoryIndex(workspace, embedder=HashEmbedder(), settings=s) as idx:
+        idx.sync()
+        with pytest.raises(PathError, match="not an indexed memory file"):
+            idx.get("memory/.trash/old.md")

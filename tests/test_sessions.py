@@ -167,6 +167,28 @@ def test_session_reindex_waits_for_50_messages(tmp_path: Path) -> None:
         assert idx.search("53", min_score=0.0, vector_weight=0.0).results
 
 
+def test_hybridmem_index_reads_a_grown_transcript_now(tmp_path: Path, capsys) -> None:
+    """The deferral spares a watcher and a search re-reading a live transcript on every change; `hybridmem index`,
+    asked to index, reads what was appended (it said "unchanged" and left the new lines unsearchable)."""
+    from hybridmem.cli import main
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    p = ws / "sessions" / "live.jsonl"
+    _append(p, 5, 0)
+    kw = ["--keyword-only"]
+    assert main(["index", str(ws), *kw]) == 0
+    _append(p, 3, 5)
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        assert idx.sync().deferred == 1  # a watcher's sync waits
+    capsys.readouterr()
+    assert main(["index", str(ws), *kw]) == 0
+    assert "changed 1" in capsys.readouterr().out
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"})) as idx:
+        hits = idx.search("message 7", min_score=0.0, vector_weight=0.0).results
+        assert hits and max(h.end_line for h in hits) == 8  # the appended lines 6-8 are indexed
+
+
 def test_session_reindex_after_100_kb(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "sessions").mkdir(parents=True)

@@ -92,6 +92,7 @@ class Syncer:
         # serialize on the server's advisory lock, and a host embedding a chunk another host embedded skips it)
         self.lock_path: str | None = None if getattr(store, "backend", "sqlite") == "postgres" else store.path
         self.embed_limit: int | None = None  # the running sync's (see sync())
+        self.defer_sessions = True  # the running sync's (see sync())
 
     def running_elsewhere(self) -> bool:
         """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
@@ -170,22 +171,24 @@ class Syncer:
 
     # -- workspace -----------------------------------------------------------------------------------------------
     def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
-             embed_limit: int | None = None) -> SyncReport:
+             embed_limit: int | None = None, defer_sessions: bool = True) -> SyncReport:
         """Bring the index up to date with the workspace. A settings change (model, chunking, tokenizer, dims) or
         ``force`` rebuilds everything: atomically for an index on disk, in place for ``:memory:``. Keyword first:
         chunks are stored (and searchable) before they are embedded; the sync holding the index's lock embeds
         (:mod:`hybridmem.sync.lock`; ``wait``: wait for that lock, as ``hybridmem index`` does). ``embed_limit``:
-        leave the vectors to a later sync when more chunks than this wait for one (a search's quick sync)."""
+        leave the vectors to a later sync when more chunks than this wait for one (a search's quick sync).
+        ``defer_sessions``: False reads every grown transcript now (``hybridmem index``); a watcher's or a search's
+        sync waits until one grew by ``sync.session_delta_bytes`` or ``session_delta_messages``."""
         if self.workspace is None:
             raise WorkspaceError("this index has no workspace; use index_documents()")
         if self.store.read_only:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
-        self.embed_limit = embed_limit
+        self.embed_limit, self.defer_sessions = embed_limit, defer_sessions
         try:
             with try_sync_lock(self.lock_path, wait=wait):
                 return self._sync(force, progress)
         finally:
-            self.embed_limit = None
+            self.embed_limit, self.defer_sessions = None, True
 
     def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
         full = force or self.needs_full_reindex()
@@ -241,7 +244,7 @@ class Syncer:
             if old and old["mtime"] == sf.mtime and old["size"] == sf.size and old["abspath"] == sf.abspath:
                 report.unchanged += 1
                 continue
-            if old and sf.source == "sessions" and self._defer_session(sf, old):
+            if old and sf.source == "sessions" and self.defer_sessions and self._defer_session(sf, old):
                 report.deferred += 1  # a growing transcript waits for 100 KB or 50 new messages
                 continue
             if not old:
