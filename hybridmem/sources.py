@@ -40,6 +40,10 @@ class SourceFile:
     source: str  # "memory" or "sessions"
     mtime: float
     size: int
+    # When the file last changed as the sync compares it: the later of its mtime and its inode's change time, so an
+    # edit whose mtime was put back (cp -p, rsync -a, touch -r, unpacking an archive) is still read again. mtime
+    # alone stays the document's date.
+    stamp: float = 0.0
 
 
 def date_from_path(path: str) -> float | None:
@@ -193,7 +197,7 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
         key = _key(ws, p, root)
         if key in out:  # two configured folders of one name: the later one's key names more of its path
             key = _longer_key(p, root, out)
-        out[key] = SourceFile(key, str(p), source, st.st_mtime, st.st_size)
+        out[key] = SourceFile(key, str(p), source, st.st_mtime, st.st_size, max(st.st_mtime, st.st_ctime))
     if warnings is not None:
         warnings.extend(dict.fromkeys(notes))
     return [out[k] for k in sorted(out)]

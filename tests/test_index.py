@@ -240,3 +240,23 @@ def test_hidden_folders_and_files_below_memory_are_not_indexed(workspace: Path, 
         idx.sync()
         with pytest.raises(PathError, match="not an indexed memory file"):
             idx.get("memory/.trash/old.md")
+
+
+def test_an_edit_whose_mtime_was_put_back_is_read_again(workspace: Path):
+    """cp -p, rsync -a, touch -r and unpacking an archive keep a file's mtime; an edit of the same size with its
+    mtime put back was never read again. The inode's change time moves whatever the mtime says."""
+    path = workspace / "memory/topics/cars.md"
+    emb = HashEmbedder()
+    with MemoryIndex(workspace, embedder=emb) as idx:
+        idx.sync()
+        before = path.stat()
+        path.write_text(path.read_text().replace("timing belt", "water pumps"), encoding="utf-8")
+        assert path.stat().st_size == before.st_size
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert idx.sync().changed == 1
+        assert idx.search("water pumps", vector_weight=0.0, min_score=0.0).results[0].path == "memory/topics/cars.md"
+        embedded = emb.embedded
+        os.utime(path)  # touched, not changed: read and hashed again, nothing embedded
+        report = idx.sync()
+        assert (report.changed, emb.embedded) == (0, embedded)
+        assert idx.sync().unchanged == report.files  # the new stamp was recorded

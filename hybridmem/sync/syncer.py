@@ -241,7 +241,7 @@ class Syncer:
         for sf in found:
             seen.add(sf.path)
             old = known.get(sf.path)
-            if old and old["mtime"] == sf.mtime and old["size"] == sf.size and old["abspath"] == sf.abspath:
+            if old and old["mtime"] == sf.stamp and old["size"] == sf.size and old["abspath"] == sf.abspath:
                 report.unchanged += 1
                 continue
             if old and sf.source == "sessions" and self.defer_sessions and self._defer_session(sf, old):
@@ -288,10 +288,10 @@ class Syncer:
         if loaded.document is None:
             return _SKIPPED
         h = document_hash(loaded.document)
-        row = file_row(loaded.document, h, sf.abspath, sf.size, sf.mtime)
+        row = file_row(loaded.document, h, sf.abspath, sf.size, sf.stamp)
         if old and old["hash"] == h:
             report.unchanged += 1
-            self.store.touch_file(sf.path, sf.mtime, sf.size, sf.abspath)
+            self.store.touch_file(sf.path, sf.stamp, sf.size, sf.abspath)
             return None
         if old:
             report.changed += 1
