@@ -177,8 +177,8 @@ class Hit:
     """A candidate after ranking, with every stage's score.
 
     Scores of a leg that did not find the chunk are ``None`` (and count as 0 in fusion). ``kept`` is False for
-    candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``, or
-    ``no_answer``: the answer gate judged that the query has no answer in memory, so nothing was returned).
+    candidates that were cut; ``cut_reason`` says why (``min_score``, ``max_results``, ``char_budget``, ``pool``,
+    ``same_lines``: another piece of lines a kept hit cites, or ``no_answer``: the answer gate judged that the query has no answer in memory, so nothing was returned).
     ``final_score`` is the score after decay, times the gate's answer probability when the config has a gate (under
     the default, the probability that the hit is relevant).
     ``vector_part`` and ``text_part`` are each leg's term of ``fused_score`` for fusions that add one term per leg

@@ -694,3 +694,17 @@ def test_hit_fields_in_the_order_rank_builds_them():
         "vector_raw", "vector_score", "vector_rank", "text_raw", "text_score", "text_rank",
         "fused_score", "decay_factor", "decayed_score", "mmr_score", "mmr_position",
         "final_score", "position", "kept", "cut_reason", "rescued", "vector_part", "text_part"]
+
+
+def test_pieces_of_one_long_line_are_one_result():
+    """A very long line (a pasted data URI, a one-line abstract) is cut into chunks that all cite it; the best piece
+    is returned once, and the next results are other lines, not the same citation again."""
+    def piece(cid: int, path: str) -> ChunkInfo:
+        return ChunkInfo(cid, path, "memory", 5, 5, f"piece {cid}", NOW, False, frozenset(), None)
+
+    chunks = [piece(1, "memory/long.md"), piece(2, "memory/long.md"), piece(3, "memory/long.md"),
+              chunk(4), piece(5, "memory/other.md")]
+    c = make(vector=[(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6), (5, 0.5)], chunks=chunks)
+    r = rank(c, cfg(max_results=3), now=NOW, explain=True)
+    assert [h.citation for h in r.hits] == ["memory/long.md#L5", "memory/4.md#L1-L2", "memory/other.md#L5"]
+    assert {h.chunk_id: h.cut_reason for h in r.candidates if not h.kept} == {2: "same_lines", 3: "same_lines"}

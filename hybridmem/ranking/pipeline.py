@@ -139,14 +139,15 @@ def rank(
     # an abstained query returns nothing: its MMR order is only worth working out to show it (explain)
     mmr = (Diversified(ordered, {}, {}) if abstained and not explain
            else diversify(ordered, final, chunks, config, memo.token_bits, full_mmr))
-    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config)
+    repeated: set[int] = set()
+    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config, chunks, repeated)
     kept, made, over_budget = snippets(kept, chunks, config, memo, centred_snippets)
     rescued = rescued and bool(kept)
 
     n_kept = len(kept)
     kept_set = set(kept)
     display = kept + [cid for cid in ordered if cid not in kept_set] if explain else kept
-    make = _HitMaker(legs, config, fused, factor, decayed, final, mmr, over_budget, abstained)
+    make = _HitMaker(legs, config, fused, factor, decayed, final, mmr, over_budget, abstained, repeated)
     out: list[Hit] = []
     for pos, cid in enumerate(display, 1):
         if pos <= n_kept:
@@ -252,20 +253,29 @@ def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[
 
 
 def cut(walk: list[int], ordered: list[int], decayed: Mapping[int, float], legs: Sequence[Leg],
-        config: RankConfig) -> tuple[list[int], bool]:
+        config: RankConfig, chunks: Mapping[int, ChunkInfo], repeated: set[int]) -> tuple[list[int], bool]:
     """The kept chunk ids and whether they are the keyword rescue.
 
     Walk the order: below ``min_score`` is cut, the first ``max_results`` others are kept. Without MMR the order is
-    by score, so the walk stops at the first score below ``min_score``.
+    by score, so the walk stops at the first score below ``min_score``. A chunk with the same citation as one kept
+    already (the pieces of one very long line: a pasted data URI, a one-line abstract) is cut and added to
+    ``repeated``: it would cite the same lines again and take a result's place.
     """
     min_score = config.min_score
     max_results = config.max_results
     kept: list[int] = []
+    spans: set[tuple[str, int, int]] = set()
     for cid in walk:
         if decayed[cid] < min_score:
             if walk is ordered:
                 break
         elif len(kept) < max_results:
+            ch = chunks[cid]
+            span = (ch.path, ch.start_line, ch.end_line)
+            if span in spans:
+                repeated.add(cid)
+                continue
+            spans.add(span)
             kept.append(cid)
         else:
             break
@@ -330,7 +340,7 @@ class _HitMaker:
 
     def __init__(self, legs: Sequence[Leg], config: RankConfig, fused: dict[int, float], factor: dict[int, float],
                  decayed: dict[int, float], final: Mapping[int, float], mmr: Diversified, over_budget: set[int],
-                 abstained: bool = False) -> None:
+                 abstained: bool = False, repeated: set[int] | None = None) -> None:
         by_name = {leg.scored.name: leg for leg in legs}
         terms = LEG_TERMS.get(config.fusion)
         parts = None if terms is None else dict(zip(by_name, terms([leg.scored for leg in legs], config.rrf_k)))
@@ -343,6 +353,7 @@ class _HitMaker:
         self.min_score = config.min_score
         self.over_budget = over_budget
         self.abstained = abstained
+        self.repeated = repeated or set()
 
     def __call__(self, ch: ChunkInfo, position: int | None, snippet: str, rescued: bool) -> Hit:
         cid = ch.id
@@ -353,6 +364,8 @@ class _HitMaker:
             cut_reason = "no_answer"
         elif cid in self.over_budget:
             cut_reason = "char_budget"
+        elif cid in self.repeated:
+            cut_reason = "same_lines"
         else:
             cut_reason = "min_score" if final < self.min_score else "max_results"
         absent = 0.0 if self.has_terms else None  # a leg that did not find the chunk: no columns, a 0 term
