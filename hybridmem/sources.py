@@ -311,28 +311,43 @@ def _nul_warning(text: str) -> str:
     return f"{text.count(chr(0))} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
 
 
+_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xf4][\x80-\xbf]")  # the start of a multi-byte UTF-8 character
+
+
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     """Decode a file as UTF-8 (invalid bytes and NULs replaced by U+FFFD); a warning when it was binary (then ``""``),
-    held NULs or invalid UTF-8, or was too large.
+    held NULs or invalid UTF-8, or was too large. A file with a UTF-16 byte order mark (what Windows PowerShell
+    writes) is read as UTF-16; one whose bytes are not UTF-8 and hold no UTF-8 sequence at all (Latin-1, Windows-1252)
+    as Windows-1252, with a warning, so ``café`` stays findable.
 
     At most ``max_bytes`` are read (``sources.max_file_bytes``), cut at the last line break before the limit, so
     memory stays bounded whatever the file's size (indexing holds about 4.5x the text at its peak).
     """
     with open(path, "rb") as fh:
         head = fh.read(8192)
-        if is_binary(head):
+        utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff"))
+        if not utf16 and is_binary(head):
             return "", BINARY
         data = head + fh.read(max(0, max_bytes + 1 - len(head)))
     warnings = []
     if len(data) > max_bytes:
         cut = data.rfind(b"\n", 0, max_bytes)
         data = data[: cut + 1 if cut > 0 else max_bytes]
+        if utf16:
+            data = data[: len(data) // 2 * 2]
         warnings.append(f"too large: only the first {len(data)} bytes indexed (sources.max_file_bytes = {max_bytes})")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-16" if utf16 else "utf-8")
     except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        warnings.append("invalid UTF-8 replaced")
+        if utf16:
+            text = data.decode("utf-16", errors="replace")
+            warnings.append("invalid UTF-16 replaced")
+        elif _UTF8_SEQUENCE.search(data) is None:
+            text = data.decode("cp1252", errors="replace")
+            warnings.append("not UTF-8: read as Windows-1252 (Latin-1)")
+        else:
+            text = data.decode("utf-8", errors="replace")
+            warnings.append("invalid UTF-8 replaced")
     del data
     if text.startswith("\ufeff"):
         text = text[1:]

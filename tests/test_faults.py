@@ -429,15 +429,15 @@ def test_binary_invalid_utf8_and_empty_files(tmp_path: Path) -> None:
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         report = idx.sync()
         assert sorted(report.warnings) == ["memory/binary.md: binary file skipped",
-                                           "memory/latin1.md: invalid UTF-8 replaced",
-                                           "memory/utf16.md: binary file skipped"]
-        assert sorted(f["path"] for f in idx.files()) == ["memory/blank.md", "memory/empty.md", "memory/latin1.md"]
+                                           "memory/latin1.md: not UTF-8: read as Windows-1252 (Latin-1)"]
+        assert sorted(f["path"] for f in idx.files()) == ["memory/blank.md", "memory/empty.md", "memory/latin1.md",
+                                                          "memory/utf16.md"]
         hits = idx.search("payment", min_score=0.0, answer_threshold=0.0).results
-        assert [h.path for h in hits] == ["memory/latin1.md"]
+        assert sorted(h.path for h in hits) == ["memory/latin1.md", "memory/utf16.md"]
         with pytest.raises(PathError, match="memory/binary.md is a binary file, so it is not indexed"):
             idx.get("memory/binary.md")
-        assert "caf\ufffd cr\ufffdme" in hits[0].text
-        assert idx.store.consistency()["chunks"] == 1
+        assert "café crème brûlée" in {h.path: h for h in hits}["memory/latin1.md"].text
+        assert idx.store.consistency()["chunks"] == 2
 
 
 def test_empty_workspace(tmp_path: Path) -> None:

@@ -260,3 +260,19 @@ def test_an_edit_whose_mtime_was_put_back_is_read_again(workspace: Path):
         report = idx.sync()
         assert (report.changed, emb.embedded) == (0, embedded)
         assert idx.sync().unchanged == report.files  # the new stamp was recorded
+
+
+def test_utf16_and_latin1_notes_are_searchable_and_readable(workspace: Path):
+    """A note saved as UTF-16 with a byte order mark (Windows PowerShell's default) was skipped as binary; one in
+    Latin-1 lost its accents to U+FFFD, so 'café' found nothing. A UTF-8 note with one stray byte keeps its UTF-8."""
+    (workspace / "memory/win.md").write_bytes("# Zähler\r\nDer Wärmezähler läuft über.\r\n".encode("utf-16"))
+    (workspace / "memory/old.md").write_bytes("# Café\nLe café est à côté.\n".encode("latin-1"))
+    (workspace / "memory/odd.md").write_bytes("# Phở bò\nmột byte \xff lạc\n".encode("utf-8").replace(b"\xc3\xbf", b"\xff"))
+    with MemoryIndex(workspace, embedder=HashEmbedder()) as idx:
+        report = idx.sync()
+        assert not [w for w in report.warnings if "win.md" in w]
+        assert any("old.md: not UTF-8: read as Windows-1252" in w for w in report.warnings)
+        for query, path in (("Wärmezähler", "memory/win.md"), ("café", "memory/old.md"), ("phở", "memory/odd.md")):
+            assert idx.search(query, vector_weight=0.0, min_score=0.0).results[0].path == path, query
+        assert idx.get("memory/win.md", from_line=2, lines=1)["text"] == "Der Wärmezähler läuft über."
+        assert idx.get("memory/old.md")["text"].endswith("Le café est à côté.")
