@@ -13,8 +13,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hybridmem.commands import COMMANDS, Parser, command, print_json
-from hybridmem.config import PRESETS, RankConfig, Settings, load_settings
+from hybridmem.commands import COMMANDS, Parser, command, open_index, print_json, require_index, settings_of
+from hybridmem.config import PRESETS, RankConfig
 from hybridmem.config.calibration import joint_model
 from hybridmem.errors import HybridMemError
 
@@ -23,10 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from hybridmem.sync import SyncReport
 
 __all__ = ["COMMANDS", "build_parser", "command", "main", "open_index", "print_json"]
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None))
 
 
 def _progress_bar(enabled: bool):  # noqa: ANN202
@@ -55,15 +51,6 @@ def _progress_bar(enabled: bool):  # noqa: ANN202
     return cb
 
 
-def open_index(args: argparse.Namespace, keyword_only: bool = False):  # noqa: ANN201
-    from hybridmem.index import MemoryIndex
-
-    settings = _settings(args)
-    if keyword_only:
-        settings = settings.override(embedding={"provider": "none"})
-    return MemoryIndex(args.workspace, index_path=args.index, settings=settings)
-
-
 @command("index")
 def cmd_index(args: argparse.Namespace) -> int:
     """Index (or incrementally re-index) a workspace."""
@@ -71,7 +58,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from hybridmem.config import resolve_index_path, resolve_workspace
         from hybridmem.sync.reindex import open_or_quarantine
 
-        target = resolve_index_path(args.index, resolve_workspace(args.workspace), _settings(args))
+        target = resolve_index_path(args.index, resolve_workspace(args.workspace), settings_of(args))
 
         def unsound(idx: MemoryIndex) -> str | None:
             problems = idx.check() if idx.settings.store.backend == "sqlite" else []
@@ -115,6 +102,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 @command("status")
 def cmd_status(args: argparse.Namespace) -> int:
     """Show what the index holds, after checking it (``quick_check`` and row counts); exit 1 when the check fails."""
+    require_index(args)
     with open_index(args) as idx:
         problems = idx.check()
         try:
@@ -129,6 +117,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status)
     else:
         for k, v in status.items():
+            if k == "last_sync" and v:
+                v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
             print(f"{k:>16}: {v}")
     if problems:
         print(f"hybridmem: error: the index {status['index_path']} failed its check ({status['integrity']}); "
@@ -188,6 +178,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise HybridMemError(f"unknown source {args.source!r}: expected one of {', '.join(SOURCES)}")
     if not args.query.strip():
         raise HybridMemError("the query is empty: give the words to search for")
+    if not args.sync:
+        require_index(args)
     with open_index(args) as idx:
         if args.sync and idx.read_only:
             print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
@@ -269,6 +261,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
     from hybridmem.tools import recall
 
+    if not args.sync:
+        require_index(args)
     with open_index(args) as idx:
         if args.sync:
             _sync_unless_busy(idx)

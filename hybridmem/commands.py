@@ -2,7 +2,8 @@
 
 Every module that defines subcommands (``cli`` itself, ``eval.cli``, ``serve.cli``, ``bench``) registers them here
 with :func:`command`; ``cli`` imports those modules and dispatches through :data:`COMMANDS`. Nothing here imports the
-rest of the package, so no subcommand module needs ``hybridmem.cli`` (which imports them: that was a cycle).
+rest of the package at import time (what opens an index imports it when called), so no subcommand module needs
+``hybridmem.cli`` (which imports them: that was a cycle).
 
 Example:
     >>> @command("hello")
@@ -46,3 +47,36 @@ class Parser(argparse.ArgumentParser):
 def print_json(obj: Any) -> None:
     """``obj`` as indented JSON on stdout (non-ASCII kept, anything else through ``str``)."""
     print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def settings_of(args: argparse.Namespace) -> Any:
+    """The settings a command runs with: ``--config`` (else the workspace's ``hybridmem.toml``) over the defaults."""
+    from hybridmem.config import load_settings
+
+    return load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None))
+
+
+def open_index(args: argparse.Namespace, keyword_only: bool = False) -> Any:
+    """The command's :class:`~hybridmem.index.MemoryIndex` (``keyword_only``: no embedding model)."""
+    from hybridmem.index import MemoryIndex
+
+    settings = settings_of(args)
+    if keyword_only:
+        settings = settings.override(embedding={"provider": "none"})
+    return MemoryIndex(args.workspace, index_path=args.index, settings=settings)
+
+
+def require_index(args: argparse.Namespace) -> None:
+    """ArgumentError when the SQLite index file a reading command would open does not exist (opening it would create
+    an empty index, and its folders, and report nothing as if the memory were empty)."""
+    import os
+
+    from hybridmem.config import resolve_index_path, resolve_workspace
+    from hybridmem.errors import ArgumentError
+
+    settings = settings_of(args)
+    if settings.store.backend != "sqlite":
+        return
+    path = resolve_index_path(args.index, resolve_workspace(args.workspace), settings)
+    if str(path) != ":memory:" and not os.path.exists(path):
+        raise ArgumentError(f"no index at {path}: `hybridmem index` builds it")

@@ -58,6 +58,8 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
     cfg = config or settings.ranking
     if overrides:
         cfg = cfg.replace(**overrides)
+    while path_prefix and path_prefix.startswith("./"):  # as typed in a shell: cited paths have no ./
+        path_prefix = path_prefix[2:].lstrip("/")
     if session:
         path_prefix, held = find_session(session, workspace, settings.sources)
         source = "sessions"

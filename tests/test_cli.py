@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,20 @@ def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
         main(["search", "--help"])
     assert stop.value.code == 0 and "usage: hybridmem search" in capsys.readouterr().out
+
+
+def test_reading_a_missing_index_says_so_and_creates_nothing(kw_workspace: Path, tmp_path: Path, capsys):
+    """status, and a search or recall told not to sync, on an index file that is not there: one line, and no empty
+    index (nor its folders) left behind; the human status shows when the last sync ran, not an epoch number."""
+    missing = tmp_path / "no" / "such" / "index.sqlite"
+    for argv in (["status", str(kw_workspace)], ["search", "x", str(kw_workspace), "--no-sync"],
+                 ["recall", "x", str(kw_workspace), "--no-sync"]):
+        code, _, err = run(capsys, *argv, "--index", str(missing))
+        assert code == 2 and err == f"hybridmem: error: no index at {missing}: `hybridmem index` builds it\n", argv
+    assert not (tmp_path / "no").exists()
+    assert run(capsys, "index", str(kw_workspace), "--index", str(missing))[0] == 0
+    code, out, _ = run(capsys, "status", str(kw_workspace), "--index", str(missing))
+    assert code == 0 and re.search(r"last_sync: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d .* s ago\)", out), out
 
 
 def test_bad_config_names_the_setting(kw_workspace: Path, capsys):

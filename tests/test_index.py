@@ -162,6 +162,9 @@ def test_scoping_applies_to_both_legs(workspace: Path):
     c = idx.retrieve("payment thanh toán timing", 20, scope=Scope(path_prefix="memory/topics/"))
     paths = {c.chunks[h.chunk_id].path for h in (*c.keyword, *c.vector)}
     assert paths == {"memory/topics/cars.md"}
+    for prefix in ("memory/topics/", "./memory/topics", ".//memory/topics/"):  # ./ as a shell completes it
+        hits = idx.search("timing belt", path_prefix=prefix, vector_weight=0.0, min_score=0.0).results
+        assert [h.path for h in hits] == ["memory/topics/cars.md"], prefix
 
 
 def test_get_reads_lines_and_refuses_escapes(workspace: Path, tmp_path: Path):
