@@ -9,6 +9,7 @@ not an indexed (or indexable) memory file. Transcripts are read as their redacte
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -27,6 +28,11 @@ def read_memory(
     gives its row) or, in a workspace, among those the next sync would index, and its lines read."""
     key = validate_relative(path)
     row = indexed(key)
+    for form in ("NFC", "NFD"):  # a name typed composed (é) that the file system keeps decomposed (e + ´), or back
+        other = unicodedata.normalize(form, key)
+        if row is None and other != key:
+            row = indexed(other)
+            key = other if row is not None else key
     if row is not None and workspace is not None and row.get("abspath") and not within(
             os.path.abspath(row["abspath"]), tuple(configured_places(workspace, sources))):
         row = None  # indexed where the workspace was before it was moved or copied: read the file where it is now

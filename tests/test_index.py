@@ -279,3 +279,15 @@ def test_utf16_and_latin1_notes_are_searchable_and_readable(workspace: Path):
             assert idx.search(query, vector_weight=0.0, min_score=0.0).results[0].path == path, query
         assert idx.get("memory/win.md", from_line=2, lines=1)["text"] == "Der Wärmezähler läuft über."
         assert idx.get("memory/old.md")["text"].endswith("Le café est à côté.")
+
+
+def test_get_finds_a_name_typed_in_the_other_unicode_form(workspace: Path):
+    """macOS keeps 'café' decomposed (e + combining accent); an agent retypes the citation composed. Both read it."""
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "memory/café-notes.md")
+    write(workspace, nfd, "# Café\n\nThe espresso machine needs descaling.\n")
+    with MemoryIndex(workspace, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        for typed in (unicodedata.normalize("NFC", nfd), nfd):
+            assert "descaling" in idx.get(typed)["text"]
