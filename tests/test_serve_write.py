@@ -218,5 +218,79 @@ def test_a_note_saved_but_not_indexed_says_so_and_is_not_an_error(ws: Path) -> N
     assert not r.is_error, r.content[0].text
     out = r.structured_content
     assert out["indexed"] is False and "while indexing, so nothing was saved" in out["index_error"]
+    # the index's sentence is about the index: the agent is told the note itself is saved (PostgreSQL's 'nothing was
+    # written: run it again' made an agent write it twice)
+    assert out["index_error"].startswith("the note is saved in memory/yak.md, but indexing it failed (")
+    assert out["index_error"].endswith("do not write the note again: the next sync indexes it")
     assert "Not searchable yet: " in r.content[0].text
     assert (ws / "memory" / "yak.md").read_text(encoding="utf-8") == "The yak shears arrive Monday.\n"
+
+
+def test_a_file_replaced_while_a_note_is_appended_gets_the_note_again(ws: Path) -> None:
+    """A rename-based save by another program (sed -i, an editor's safe save, a sync tool) right after the append
+    took the note away with the old copy, and the reply still said saved and indexed at lines the file no longer
+    had. The note is looked for after indexing and appended again to the new file; lines an edit above it moved are
+    reported where they are now."""
+    import os
+
+    from hybridmem.serve.service import MemoryService
+    from hybridmem.serve.write import write_note
+
+    target = ws / "memory" / "shared.md"
+    target.write_text("# Shared\n\nEDITMARK user line\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        real_sync, edits = svc.index.sync, []
+
+        def sync_after_an_editor(*a: Any, **kw: Any) -> Any:
+            if len(edits) < 1:  # the editor read the file before the append, and renames its copy over it now
+                edits.append(1)
+                tmp = target.with_name("shared.md.tmp")
+                tmp.write_text("# Shared\n\nEDITMARK edited line\n", encoding="utf-8")
+                os.replace(tmp, target)
+            return real_sync(*a, **kw)
+
+        svc.index.sync = sync_after_an_editor  # type: ignore[method-assign]
+        out = write_note(svc, "The okapi fund closes in May.", "memory/shared.md")
+        lines = target.read_text(encoding="utf-8").splitlines()
+        assert lines.count("The okapi fund closes in May.") == 1 and "EDITMARK edited line" in lines
+        assert lines[out["start_line"] - 1] == "The okapi fund closes in May." and out["indexed"] is True
+
+        def sync_after_an_edit_on_top(*a: Any, **kw: Any) -> Any:
+            target.write_text("# Added on top\n\n" + target.read_text(encoding="utf-8"), encoding="utf-8")
+            return real_sync(*a, **kw)
+
+        svc.index.sync = sync_after_an_edit_on_top  # type: ignore[method-assign]
+        out = write_note(svc, "The ibex grant is due in June.", "memory/shared.md")
+        lines = target.read_text(encoding="utf-8").splitlines()
+        assert lines.count("The ibex grant is due in June.") == 1  # there already: not appended again
+        assert lines[out["start_line"] - 1] == "The ibex grant is due in June."
+
+
+@pytest.mark.parametrize("name,why", [
+    ("memory/a\x1bb.md", "control, format or invisible characters"),
+    ("memory/a\nb.md", "control, format or invisible characters"),
+    ("memory/bidi\u202etxt.md", "control, format or invisible characters"),
+    ("memory/zw\u200b.md", "control, format or invisible characters"),
+    ("memory/" + "/".join(["d" * 200] * 25) + "/x.md", "cannot write"),
+])
+def test_hostile_file_names_are_refused_in_one_sentence(ws: Path, name: str, why: str) -> None:
+    from hybridmem.errors import PathError
+    from hybridmem.serve.write import append_note
+
+    before = sorted(p.name for p in (ws / "memory").rglob("*"))
+    with pytest.raises(PathError, match=why):
+        append_note(ws, "a note", name)
+    assert sorted(p.name for p in (ws / "memory").rglob("*")) == before
+
+
+def test_a_name_in_either_unicode_form_writes_the_file_that_exists(ws: Path) -> None:
+    import unicodedata
+
+    from hybridmem.serve.write import append_note
+
+    nfd = unicodedata.normalize("NFD", "memory/café.md")
+    (ws / nfd).write_text("# Café\n", encoding="utf-8")
+    out = append_note(ws, "The espresso machine was descaled.", unicodedata.normalize("NFC", nfd))
+    assert out["path"] == nfd and len([p for p in (ws / "memory").glob("caf*")]) == 1
+    out = append_note(ws, "A new note.", "memory/thé.md")
+    assert out["path"] == unicodedata.normalize("NFC", "memory/thé.md")

@@ -18,6 +18,10 @@ then indexed before the call returns. What the reply says is true when it is giv
   refused, saying to write to another file.
 * ``indexed`` is what the index holds after the call: False, with ``index_error``, when the sync failed (the note is
   saved all the same; do not write it again).
+* **A file another program replaces** while the note is appended (a rename-based save: ``sed -i``, an editor's safe
+  save, a sync tool) would take the note away with the old copy; after indexing, the note's bytes are looked for
+  where they were appended (else anywhere in the file, when lines above it changed), and a note not found is
+  appended again, up to three times, before the call fails saying so.
 
 Example:
     >>> append_note(Path("ws"), "Decided: retries use exponential backoff.")   # doctest: +SKIP
@@ -30,6 +34,7 @@ import errno
 import os
 import re
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +106,18 @@ def target(workspace: Path, file: str | None, now: float | None = None,
                             "memory/ (e.g. memory/notes.md), or leave file out for today's memory/YYYY-MM-DD.md")
         if not rel.startswith("memory/"):
             rel = "memory/" + rel
+        if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in rel):
+            raise PathError(f"a file name with control, format or invisible characters is refused: {file!r} (they "
+                            "reach terminals and hide or reorder what the name shows)")
     for part in rel.split("/")[1:]:
         if part.startswith(".") or not part.strip() or not part.rsplit(".", 1)[0].strip():
             raise PathError(f"a hidden, empty or extension-only name is refused: {file!r} (name the file, e.g. "
                             "memory/projects/api.md)")
         if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             raise PathError(f"a file or folder name longer than {MAX_NAME_BYTES} bytes is refused: {part[:40]!r}…")
+    composed, decomposed = unicodedata.normalize("NFC", rel), unicodedata.normalize("NFD", rel)
+    # composed (NFC), unless only the decomposed twin exists (a file a Mac synced): never a second look-alike
+    rel = decomposed if not (workspace / composed).exists() and (workspace / decomposed).exists() else composed
     sources = (settings or Settings()).sources
     reason = unindexed_reason(rel, sources)
     if reason:
@@ -129,7 +140,9 @@ def target(workspace: Path, file: str | None, now: float | None = None,
 def append_note(workspace: Path, text: str, file: str | None = None, now: float | None = None,
                 settings: Settings | None = None) -> dict[str, Any]:
     """Append ``text`` (a paragraph) to the note file under its lock; where it landed (1-based lines) and what was
-    changed in it (``redacted`` rule ids, ``removed_characters``). See the module docstring."""
+    changed in it (``redacted`` rule ids, ``removed_characters``), and for :func:`write_note`, which checks the note
+    is still there, ``start_offset``, ``end_offset``, ``note`` (its bytes) and ``abspath``. See the module
+    docstring."""
     settings = settings or Settings()
     text, removed = clean_note(text)
     if not text.strip():
@@ -140,7 +153,12 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
     redacted: list[str] = []
     if settings.serve.redact_writes:
         text, redacted = redact_note(text, settings)
-    path, rel = target(workspace, file, now, settings)
+    try:
+        path, rel = target(workspace, file, now, settings)
+    except OSError as exc:
+        if exc.errno in _PATH_ERRNOS:
+            raise PathError(f"cannot write {file!r}: {exc.strerror}") from None
+        raise
     limit = settings.sources.max_file_bytes
 
     def compose(tail: notefile.Tail) -> tuple[bytes, dict[str, Any]]:
@@ -157,7 +175,9 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
                                 "argument)")
         start = tail.breaks + notefile.breaks_in(tail.last[-1:] + prefix) - notefile.breaks_in(tail.last[-1:]) + 1
         return data, {"path": rel, "start_line": start, "end_line": start + text.count("\n"),
-                      "bytes": len(text.encode("utf-8")), "end_offset": tail.size + len(data)}
+                      "bytes": len(text.encode("utf-8")), "end_offset": tail.size + len(data),
+                      "start_offset": tail.size + len(prefix), "note": (text + "\n").encode("utf-8"),
+                      "abspath": str(path)}
 
     try:
         out = notefile.append(path, compose)
@@ -176,19 +196,47 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
     """``memory_write`` on a :class:`~hybridmem.serve.service.MemoryService`: append, then index; ``indexed`` says
     whether the index now holds the note (a failed sync is reported, never raised: the note is saved)."""
     service.refresh()
-    out = append_note(service.workspace, text, file, settings=service.settings)
-    end = out.pop("end_offset")
+    for _ in range(3):
+        out = append_note(service.workspace, text, file, settings=service.settings)
+        end, start, note, path = (out.pop(k) for k in ("end_offset", "start_offset", "note", "abspath"))
+        try:
+            for _ in range(3):  # a settings change may swap the served index during the sync: sync the new one too
+                index = service.index
+                index.sync()
+                if service.index is index:
+                    break
+            row = service.index.indexed_file(out["path"])
+            out["indexed"] = row is not None and row["size"] >= end
+            if not out["indexed"]:
+                out["index_error"] = "the index does not hold the note yet; the watcher will add it"
+        except Exception as exc:  # noqa: BLE001 - the note is saved: say why it is not searchable yet
+            out["indexed"] = False
+            why = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
+            out["index_error"] = (f"the note is saved in {out['path']}, but indexing it failed ({why}); do not write "
+                                  "the note again: the next sync indexes it")
+        found = _where_saved(Path(path), start, note)
+        if found == start:
+            return out
+        if found is not None:  # the file was edited above it meanwhile: the note is there, on other lines
+            with open(path, "rb") as fh:
+                first = notefile.breaks_in(fh.read(found)) + 1
+            out["start_line"], out["end_line"] = first, first + out["end_line"] - out["start_line"]
+            return out
+        # another program replaced the file while the note was appended (a rename-based save: sed -i, an editor's
+        # safe save, a sync tool): the note went into the old copy, so it is appended again to the new one
+    raise HybridMemError(f"{out['path']} was replaced by another program each time the note was appended (an editor "
+                         "or a sync tool rewriting it), so the note is not in it: write it again when that stops")
+
+
+def _where_saved(path: Path, start: int, note: bytes) -> int | None:
+    """Where ``note`` is in the file: at ``start`` as appended, else the first place it is (None: not there)."""
     try:
-        for _ in range(3):  # a settings change may swap the served index during the sync: sync the new one too
-            index = service.index
-            index.sync()
-            if service.index is index:
-                break
-        row = service.index.indexed_file(out["path"])
-        out["indexed"] = row is not None and row["size"] >= end
-        if not out["indexed"]:
-            out["index_error"] = "the index does not hold the note yet; the watcher will add it"
-    except Exception as exc:  # noqa: BLE001 - the note is saved: say why it is not searchable yet
-        out["indexed"] = False
-        out["index_error"] = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
-    return out
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            if fh.read(len(note)) == note:
+                return start
+            fh.seek(0)
+            found = fh.read().find(note)
+    except OSError:
+        return None
+    return found if found >= 0 else None
