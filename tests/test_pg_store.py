@@ -294,3 +294,37 @@ def test_a_long_lived_index_keeps_a_keyword_copy_that_another_hosts_write_retire
     hits = server.search("zanzibar ferry", answer_threshold=0.0).results
     assert [h.path for h in hits][:1] == ["memory/new.md"]
     server.close()
+
+
+def test_a_server_that_stays_down_is_waited_for_once_not_per_statement(monkeypatch) -> None:
+    """A search reads the generation, then runs its statements; with the server down each broken read reconnected
+    and waited reconnect_s (20 s) again, so a search took 41 s to fail. After one wait in vain, the next reconnects
+    within reconnect_s try once; later ones wait again (a server coming back is still waited for)."""
+    from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
+
+    link = PgLink.__new__(PgLink)
+    link.url, link.reconnect_s, link.given_up_until, link.on_connect = "postgresql://x@nowhere/db", 20.0, 0.0, None
+
+    class Closed:
+        def close(self) -> None:
+            pass
+
+    link.conn = Closed()
+    waits: list[float] = []
+    clock = [1000.0]
+    monkeypatch.setattr("hybridmem.store.postgres.connection.time.monotonic", lambda: clock[0])
+
+    def unreachable(deadline: float) -> None:
+        waits.append(round(deadline - clock[0], 3))
+        clock[0] = deadline  # the wait runs to its deadline
+        raise StoreConnectionError("cannot reach PostgreSQL")
+
+    monkeypatch.setattr(link, "_connect", unreachable)
+    for _ in range(3):
+        with pytest.raises(StoreConnectionError):
+            link.reconnect()
+    assert waits == [20.0, 0.0, 0.0]
+    clock[0] += 21.0  # a while later: waited for again
+    with pytest.raises(StoreConnectionError):
+        link.reconnect()
+    assert waits[-1] == 20.0

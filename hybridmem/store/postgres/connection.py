@@ -45,6 +45,7 @@ class PgLink:
         self.reconnect_s = reconnect_s
         self.lock = threading.RLock()
         self.in_tx = False
+        self.given_up_until = 0.0  # after waiting reconnect_s in vain, statements until then fail at once
         self.psycopg = driver()
         self.conn = self._connect(deadline=time.monotonic() + reconnect_s)
 
@@ -86,7 +87,12 @@ class PgLink:
             self.conn.close()
         except Exception:  # noqa: BLE001 - it is already broken
             pass
-        self.conn = self._connect(deadline=time.monotonic() + self.reconnect_s)
+        now = time.monotonic()
+        try:  # one wait for the server per outage, not one per statement of a search (two waits took 41 s)
+            self.conn = self._connect(deadline=now + (0.0 if now < self.given_up_until else self.reconnect_s))
+        except StoreConnectionError:
+            self.given_up_until = time.monotonic() + self.reconnect_s
+            raise
         if self.on_connect is not None:
             self.on_connect(self.conn)
 
