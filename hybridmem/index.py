@@ -23,7 +23,7 @@ import numpy as np
 from hybridmem.config import RankConfig, Settings, load_settings, resolve_index_path, resolve_workspace
 from hybridmem.embeddings import Embedder, LazyEmbedder
 from hybridmem.errors import HybridMemError
-from hybridmem.ranking import rank
+from hybridmem.ranking import check_config, rank
 from hybridmem.reader import read_memory
 from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
@@ -48,6 +48,7 @@ class MemoryIndex:
                  settings: Settings | None = None, embedder: Embedder | None | str = _AUTO) -> None:
         self.workspace: Path | None = resolve_workspace(workspace)
         self.settings = settings or load_settings(workspace=self.workspace)
+        check_config(self.settings.ranking)  # a bad fusion name in hybridmem.toml fails every command, not only search
         self.index_path = resolve_index_path(index_path, self.workspace, self.settings)
         self.store = open_store(self.settings, self.index_path)
         if self.store.backend != "sqlite":  # the index is a namespace on a server, not the file

@@ -194,3 +194,12 @@ def test_empty_query_is_a_usage_error_and_json_says_why_nothing_came_back(kw_wor
     assert code == 0 and js["results"] == [] and js["message"].startswith("Nothing relevant was found in memory")
     code, out, _ = run(capsys, "search", "zzyzx qwxv", str(kw_workspace))
     assert out.strip() == js["message"]
+
+
+def test_a_bad_fusion_in_the_settings_fails_every_command_not_only_search(kw_workspace: Path, capsys):
+    """hybridmem.toml names a fusion that does not exist: index used to exit 0, and only the first search failed."""
+    assert run(capsys, "index", str(kw_workspace))[0] == 0
+    write(kw_workspace, "hybridmem.toml", '[ranking]\nfusion = "nope"\n')
+    for argv in (["index", str(kw_workspace)], ["status", str(kw_workspace)], ["search", "x", str(kw_workspace)]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "unknown fusion ranking.fusion='nope'" in err and err.count("\n") == 1, argv

@@ -29,7 +29,7 @@ from hybridmem.ranking.normalize import (
     vector_minmax,
     vector_raw,
 )
-from hybridmem.ranking.pipeline import MIN_TRUNCATED_SNIPPET, RankMemo, rank
+from hybridmem.ranking.pipeline import MIN_TRUNCATED_SNIPPET, RankMemo, check_config, rank
 from hybridmem.ranking.snippet import citation, lead_snippet, make_snippet, match_spans, truncate_snippet
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "VECTOR_NORMALIZERS",
     "ScoredLeg",
     "age_days",
+    "check_config",
     "bm25_minmax",
     "bm25_reference",
     "chunk_similarity",

@@ -159,6 +159,16 @@ def rank(
                    answer_probability=answer, abstained=abstained)
 
 
+def check_config(config: RankConfig) -> None:
+    """ConfigError, listing the valid names, when ``config`` names a fusion or normalization :func:`rank` does not
+    know: what a settings file says is checked when an index opens, not at its first search."""
+    if config.fusion != JOINT:
+        get_fusion(config.fusion)
+    for leg, name in (("keyword", config.bm25_norm), ("vector", config.vector_norm)):
+        if name != CALIBRATED:
+            get_normalizer(leg, name)
+
+
 def decision_features(candidates: Candidates, config: RankConfig) -> tuple[dict[int, list[float]], dict[str, float]]:
     """The two decisions' inputs exactly as :func:`rank` reads them under ``config``: each candidate's features for
     the joint model (:func:`~hybridmem.ranking.joint.joint_features`, scaled by nothing) and the query's features for
