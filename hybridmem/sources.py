@@ -364,10 +364,17 @@ def session_redactor(config: SourcesConfig | None = None) -> Redactor:
     return compile_redactions(cfg.redact_patterns) if cfg.redact_sessions else NO_REDACTION
 
 
+_DATA_URI = re.compile(r"(data:[\w.+-]+/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,[A-Za-z0-9+/]{16})([A-Za-z0-9+/=]{240,})")
+
+
 def redact_memory_text(text: str, config: SourcesConfig | None = None) -> str:
     """A memory file's text as it is indexed: secrets redacted when ``sources.redact_memory`` is on (the default),
-    line breaks kept so line numbers stay right. ``memory_get`` should return the same."""
+    an inline base64 data URI (a pasted image) cut to its head, ``data:image/png;base64,iVBORw0KGgoAAAANSUhE…[40,944
+    characters of base64 left out]`` (its pieces filled every result with one line and took seconds to embed), line
+    breaks kept so line numbers stay right. ``memory_get`` returns the same."""
     cfg = config or SourcesConfig()
+    if "base64," in text:
+        text = _DATA_URI.sub(lambda m: f"{m.group(1)}…[{len(m.group(2)):,} characters of base64 left out]", text)
     return compile_redactions(cfg.redact_patterns).redact(text) if cfg.redact_memory else text
 
 

@@ -291,3 +291,21 @@ def test_get_finds_a_name_typed_in_the_other_unicode_form(workspace: Path):
         idx.sync()
         for typed in (unicodedata.normalize("NFC", nfd), nfd):
             assert "descaling" in idx.get(typed)["text"]
+
+
+def test_a_pasted_data_uri_is_indexed_and_read_as_its_head(workspace: Path):
+    """A note with a pasted 40 KB base64 image: its line was 26 chunks of base64 that took seconds to embed and
+    filled the results; it is one chunk now, the words around it found, and get shows the same short line."""
+    import base64
+
+    blob = base64.b64encode(bytes(range(256)) * 120).decode()
+    write(workspace, "memory/2026-11-20.md", "# Architecture meeting\n\nThe ingestion pipeline diagram: "
+          f"![diagram](data:image/png;base64,{blob}) drawn by Linh.\n")
+    with MemoryIndex(workspace, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        hits = idx.search("ingestion pipeline diagram", vector_weight=0.0, min_score=0.0).results
+        assert hits[0].path == "memory/2026-11-20.md" and len(hits[0].text) < 400
+        assert [h.path for h in hits].count("memory/2026-11-20.md") == 1
+        line = idx.get("memory/2026-11-20.md", from_line=3, lines=1)["text"]
+        assert line.startswith("The ingestion pipeline diagram: ![diagram](data:image/png;base64,")
+        assert f"…[{len(blob) - 16:,} characters of base64 left out]) drawn by Linh." in line
