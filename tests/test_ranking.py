@@ -705,6 +705,12 @@ def test_pieces_of_one_long_line_are_one_result():
     chunks = [piece(1, "memory/long.md"), piece(2, "memory/long.md"), piece(3, "memory/long.md"),
               chunk(4), piece(5, "memory/other.md")]
     c = make(vector=[(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6), (5, 0.5)], chunks=chunks)
-    r = rank(c, cfg(max_results=3), now=NOW, explain=True)
-    assert [h.citation for h in r.hits] == ["memory/long.md#L5", "memory/4.md#L1-L2", "memory/other.md#L5"]
-    assert {h.chunk_id: h.cut_reason for h in r.candidates if not h.kept} == {2: "same_lines", 3: "same_lines"}
+    want = ["memory/long.md#L5", "memory/4.md#L1-L2", "memory/other.md#L5"]
+    for mmr in (False, True):  # MMR's walk stops at max_results picks: it must see distinct citations only
+        r = rank(c, cfg(max_results=3, mmr=mmr), now=NOW, explain=True)
+        assert sorted(h.citation for h in r.hits) == sorted(want), mmr
+        assert {h.chunk_id: h.cut_reason for h in r.candidates if not h.kept} == {2: "same_lines", 3: "same_lines"}
+    # the keyword rescue (nothing passed the min score) keeps one chunk per citation too
+    c = make(keyword=[(1, -9.0), (2, -8.0), (3, -7.0), (4, -6.0)], chunks=chunks)
+    r = rank(c, cfg(max_results=3, min_score=2.0, vector_weight=0.0, text_weight=1.0), now=NOW)
+    assert r.rescued and [h.citation for h in r.hits] == ["memory/long.md#L5", "memory/4.md#L1-L2"]

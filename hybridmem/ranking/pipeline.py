@@ -135,18 +135,18 @@ def rank(
     final: Mapping[int, float] = decayed if answer is None else _Scaled(decayed, answer)
     # stable: ties keep the earlier order; a positive factor leaves the order of the decayed scores as it is
     ordered = sorted(order, key=(decayed if answer is None or answer > 0.0 else final).__getitem__, reverse=True)
+    ordered, repeated = distinct_spans(ordered, chunks)
     abstained = answer is not None and answer < config.answer_threshold
     # an abstained query returns nothing: its MMR order is only worth working out to show it (explain)
     mmr = (Diversified(ordered, {}, {}) if abstained and not explain
            else diversify(ordered, final, chunks, config, memo.token_bits, full_mmr))
-    repeated: set[int] = set()
-    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config, chunks, repeated)
+    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config, chunks)
     kept, made, over_budget = snippets(kept, chunks, config, memo, centred_snippets)
     rescued = rescued and bool(kept)
 
     n_kept = len(kept)
     kept_set = set(kept)
-    display = kept + [cid for cid in ordered if cid not in kept_set] if explain else kept
+    display = kept + [cid for cid in ordered if cid not in kept_set] + repeated if explain else kept
     make = _HitMaker(legs, config, fused, factor, decayed, final, mmr, over_budget, abstained, repeated)
     out: list[Hit] = []
     for pos, cid in enumerate(display, 1):
@@ -262,37 +262,47 @@ def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[
     return Diversified(walk, dict(zip(walk, scores)), dict(zip(walk, range(1, len(walk) + 1))))
 
 
+def distinct_spans(ordered: list[int], chunks: Mapping[int, ChunkInfo]) -> tuple[list[int], list[int]]:
+    """``ordered`` without the chunks that cite the same lines as one before them, and those chunks. A very long line
+    (a one-line abstract, a pasted blob) is cut into pieces that all cite it: the best piece stands for it, and the
+    others would cite it again and take results' places (MMR's walk and the cut then see distinct citations only)."""
+    seen: set[tuple[str, int, int]] = set()
+    kept: list[int] = []
+    repeated: list[int] = []
+    for cid in ordered:
+        ch = chunks[cid]
+        span = (ch.path, ch.start_line, ch.end_line)
+        if span in seen:
+            repeated.append(cid)
+        else:
+            seen.add(span)
+            kept.append(cid)
+    return (kept, repeated) if repeated else (ordered, repeated)
+
+
 def cut(walk: list[int], ordered: list[int], decayed: Mapping[int, float], legs: Sequence[Leg],
-        config: RankConfig, chunks: Mapping[int, ChunkInfo], repeated: set[int]) -> tuple[list[int], bool]:
+        config: RankConfig, chunks: Mapping[int, ChunkInfo]) -> tuple[list[int], bool]:
     """The kept chunk ids and whether they are the keyword rescue.
 
     Walk the order: below ``min_score`` is cut, the first ``max_results`` others are kept. Without MMR the order is
-    by score, so the walk stops at the first score below ``min_score``. A chunk with the same citation as one kept
-    already (the pieces of one very long line: a pasted data URI, a one-line abstract) is cut and added to
-    ``repeated``: it would cite the same lines again and take a result's place.
+    by score, so the walk stops at the first score below ``min_score``. The rescue (the keyword leg's order when
+    nothing passed) keeps one chunk per citation too.
     """
     min_score = config.min_score
     max_results = config.max_results
     kept: list[int] = []
-    spans: set[tuple[str, int, int]] = set()
     for cid in walk:
         if decayed[cid] < min_score:
             if walk is ordered:
                 break
         elif len(kept) < max_results:
-            ch = chunks[cid]
-            span = (ch.path, ch.start_line, ch.end_line)
-            if span in spans:
-                repeated.add(cid)
-                continue
-            spans.add(span)
             kept.append(cid)
         else:
             break
     if not kept and config.rescue_keyword:
         keyword = [leg.scored.ids for leg in legs if leg.scored.name == "keyword"]
         if keyword:
-            return list(keyword[0][:max_results]), True
+            return distinct_spans(list(keyword[0]), chunks)[0][:max_results], True
     return kept, False
 
 
@@ -350,7 +360,7 @@ class _HitMaker:
 
     def __init__(self, legs: Sequence[Leg], config: RankConfig, fused: dict[int, float], factor: dict[int, float],
                  decayed: dict[int, float], final: Mapping[int, float], mmr: Diversified, over_budget: set[int],
-                 abstained: bool = False, repeated: set[int] | None = None) -> None:
+                 abstained: bool = False, repeated: Sequence[int] = ()) -> None:
         by_name = {leg.scored.name: leg for leg in legs}
         terms = LEG_TERMS.get(config.fusion)
         parts = None if terms is None else dict(zip(by_name, terms([leg.scored for leg in legs], config.rrf_k)))
@@ -363,7 +373,7 @@ class _HitMaker:
         self.min_score = config.min_score
         self.over_budget = over_budget
         self.abstained = abstained
-        self.repeated = repeated or set()
+        self.repeated = set(repeated)
 
     def __call__(self, ch: ChunkInfo, position: int | None, snippet: str, rescued: bool) -> Hit:
         cid = ch.id
