@@ -311,7 +311,31 @@ def _nul_warning(text: str) -> str:
     return f"{text.count(chr(0))} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
 
 
-_UTF8_SEQUENCE = re.compile(rb"[\xc2-\xf4][\x80-\xbf]")  # the start of a multi-byte UTF-8 character
+_WIDE_BOMS = {b"\xff\xfe\x00\x00": "utf-32", b"\x00\x00\xfe\xff": "utf-32", b"\xff\xfe": "utf-16",
+              b"\xfe\xff": "utf-16"}
+_HIGH = bytes(range(0x80, 0x100))
+_UTF8_CHAR = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+
+
+def text_encoding(data: bytes) -> str:
+    """How a note's bytes are read: ``utf-32``/``utf-16`` by their byte order mark, else ``utf-8``, or ``cp1252``
+    (Windows-1252, a superset of Latin-1's letters) when most of its non-ASCII bytes are not UTF-8 characters.
+
+    Example:
+        >>> [text_encoding(s.encode(e)) for s, e in (("café", "utf-8"), ("« déjà »", "cp1252"), ("ok", "utf-16"))]
+        ['utf-8', 'cp1252', 'utf-16']
+    """
+    wide = _WIDE_BOMS.get(data[:4]) or _WIDE_BOMS.get(data[:2])
+    if wide:
+        return wide
+    try:
+        data.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    chars = _UTF8_CHAR.findall(data)
+    stray = len(data) - len(data.translate(None, _HIGH)) - sum(map(len, chars))  # high bytes in no UTF-8 character
+    return "cp1252" if stray > len(chars) else "utf-8"
 
 
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
@@ -325,29 +349,23 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     """
     with open(path, "rb") as fh:
         head = fh.read(8192)
-        utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff"))
-        if not utf16 and is_binary(head):
+        wide = _WIDE_BOMS.get(head[:4]) or _WIDE_BOMS.get(head[:2])
+        if wide is None and is_binary(head):
             return "", BINARY
         data = head + fh.read(max(0, max_bytes + 1 - len(head)))
     warnings = []
     if len(data) > max_bytes:
         cut = data.rfind(b"\n", 0, max_bytes)
         data = data[: cut + 1 if cut > 0 else max_bytes]
-        if utf16:
-            data = data[: len(data) // 2 * 2]
+        if wide:  # whole code units
+            data = data[: len(data) - len(data) % (4 if wide == "utf-32" else 2)]
         warnings.append(f"too large: only the first {len(data)} bytes indexed (sources.max_file_bytes = {max_bytes})")
-    try:
-        text = data.decode("utf-16" if utf16 else "utf-8")
-    except UnicodeDecodeError:
-        if utf16:
-            text = data.decode("utf-16", errors="replace")
-            warnings.append("invalid UTF-16 replaced")
-        elif _UTF8_SEQUENCE.search(data) is None:
-            text = data.decode("cp1252", errors="replace")
-            warnings.append("not UTF-8: read as Windows-1252 (Latin-1)")
-        else:
-            text = data.decode("utf-8", errors="replace")
-            warnings.append("invalid UTF-8 replaced")
+    encoding = wide or text_encoding(data)
+    text = data.decode(encoding, errors="replace")
+    if encoding == "cp1252":
+        warnings.append("not UTF-8: read as Windows-1252 (Latin-1)")
+    elif "\ufffd" in text and text.count("\ufffd") > data.count(b"\xef\xbf\xbd"):
+        warnings.append(f"invalid {encoding.upper()} replaced")
     del data
     if text.startswith("\ufeff"):
         text = text[1:]

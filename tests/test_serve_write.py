@@ -294,3 +294,88 @@ def test_a_name_in_either_unicode_form_writes_the_file_that_exists(ws: Path) -> 
     assert out["path"] == nfd and len([p for p in (ws / "memory").glob("caf*")]) == 1
     out = append_note(ws, "A new note.", "memory/thé.md")
     assert out["path"] == unicodedata.normalize("NFC", "memory/thé.md")
+
+
+def _with_sync_hook(svc: Any, hook: Any) -> None:
+    real = svc.index.sync
+
+    def sync(*a: Any, **kw: Any) -> Any:
+        hook()
+        return real(*a, **kw)
+
+    svc.index.sync = sync
+
+
+def test_the_note_check_reads_whole_lines_and_never_writes_twice(ws: Path) -> None:
+    """The check after indexing: a note that is the tail of another line is not taken for it; a file re-saved with
+    CRLF line ends still holds the note (not appended twice); a file moved away after the append is not made
+    again with the note in it."""
+    import os
+
+    from hybridmem.serve.service import MemoryService
+    from hybridmem.serve.write import write_note
+
+    target = ws / "memory" / "budget.md"
+    target.write_text("# Budget\n\nBudget: approved\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        _with_sync_hook(svc, lambda: target.write_text("# On top\n\n" + target.read_text(encoding="utf-8"),
+                                                       encoding="utf-8"))
+        out = write_note(svc, "approved", "memory/budget.md")
+        lines = target.read_text(encoding="utf-8").splitlines()
+        assert lines.count("approved") == 1 and lines[out["start_line"] - 1] == "approved"
+
+    crlf = ws / "memory" / "crlf.md"
+    crlf.write_text("# CRLF\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        def resave() -> None:
+            data = crlf.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+            tmp = crlf.with_name("crlf.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, crlf)
+
+        _with_sync_hook(svc, resave)
+        out = write_note(svc, "The okapi fund closes in May.  ", "memory/crlf.md")
+        assert crlf.read_bytes().count(b"The okapi fund closes in May.") == 1
+        assert crlf.read_bytes().splitlines()[out["start_line"] - 1].rstrip() == b"The okapi fund closes in May."
+
+    moved = ws / "memory" / "moved.md"
+    moved.write_text("# Moved\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        _with_sync_hook(svc, lambda: moved.exists() and os.replace(moved, ws / "memory" / "elsewhere.md"))
+        write_note(svc, "The ibex grant is due in June.", "memory/moved.md")
+        assert not moved.exists() and "ibex" in (ws / "memory" / "elsewhere.md").read_text(encoding="utf-8")
+
+
+def test_a_note_is_not_appended_to_a_file_in_another_encoding(ws: Path) -> None:
+    """UTF-8 bytes appended to a UTF-16 or Windows-1252 note garbled it for every reader (the index now reads both)."""
+    from hybridmem.errors import PathError
+    from hybridmem.serve.write import append_note
+
+    (ws / "memory" / "win16.md").write_bytes("# Notizen\r\nDer Zähler\r\n".encode("utf-16"))
+    (ws / "memory" / "win1252.md").write_bytes("# Réunion\n« déjà » vu\n".encode("cp1252"))
+    for name, enc in (("win16.md", "UTF-16"), ("win1252.md", "Windows-1252")):
+        before = (ws / "memory" / name).read_bytes()
+        with pytest.raises(PathError, match=f"memory/{name} is not UTF-8 \\({enc}\\)"):
+            append_note(ws, "Réunion déplacée", f"memory/{name}")
+        assert (ws / "memory" / name).read_bytes() == before
+
+
+def test_a_new_note_goes_into_the_folder_that_exists_in_the_other_unicode_form(ws: Path) -> None:
+    import unicodedata
+
+    from hybridmem.serve.write import append_note
+
+    folder = unicodedata.normalize("NFD", "café")
+    (ws / "memory" / folder).mkdir()
+    out = append_note(ws, "A note.", unicodedata.normalize("NFC", "memory/café/menu.md"))
+    assert out["path"] == f"memory/{folder}/menu.md" and len(list((ws / "memory").glob("caf*"))) == 1
+
+
+@pytest.mark.parametrize("name", ["memory/notes\u2800.md", "memory/\u3164notes.md", "memory/no\u00a0tes.md",
+                                  "memory/no\ue000tes.md"])
+def test_names_that_draw_nothing_are_refused(ws: Path, name: str) -> None:
+    from hybridmem.errors import PathError
+    from hybridmem.serve.write import append_note
+
+    with pytest.raises(PathError, match="control, format or invisible characters"):
+        append_note(ws, "a note", name)

@@ -43,7 +43,7 @@ from hybridmem.errors import ArgumentError, HybridMemError, PathError
 from hybridmem.reader import refuse_escapes, validate_relative
 from hybridmem.serve import notefile
 from hybridmem.sessions import compile_redactions, replace_surrogates
-from hybridmem.sources import unindexed_reason, within
+from hybridmem.sources import text_encoding, unindexed_reason, within
 from hybridmem.tools import Arg
 
 MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"
@@ -93,6 +93,37 @@ def redact_note(text: str, settings: Settings) -> tuple[str, list[str]]:
     return (redactor.redact(text), rules) if rules else (text, [])
 
 
+# Characters a file name must not hold: controls, format characters (a right-to-left override, a zero-width space),
+# line and paragraph separators, private-use and unassigned code points, spaces other than the ASCII one, and the
+# default-ignorable letters and marks that draw nothing (Hangul fillers, the braille blank, the grapheme joiner).
+_UNSEEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs", "Zs"}
+_UNSEEN = set("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180e\u180f\u2800\u3164\uffa0")
+
+
+def _unseen(ch: str) -> bool:
+    return ch != " " and (unicodedata.category(ch) in _UNSEEN_CATEGORIES or ch in _UNSEEN)
+
+
+def _as_on_disk(workspace: Path, rel: str) -> str:
+    """``rel`` with each part spelled as the entry that exists on disk under another Unicode normal form (a name a
+    Mac keeps decomposed, é as e + accent), else composed (NFC): a note never makes a second, look-alike file or
+    folder, and its path is the index's key for it."""
+    parts, here = [], workspace
+    for part in rel.split("/"):
+        name = unicodedata.normalize("NFC", part)
+        try:
+            entries = os.listdir(here) if here.is_dir() else []
+        except OSError:
+            entries = []
+        if part not in entries:
+            name = next((e for e in entries if unicodedata.normalize("NFC", e) == name), name)
+        else:
+            name = part
+        parts.append(name)
+        here = here / name
+    return "/".join(parts)
+
+
 def target(workspace: Path, file: str | None, now: float | None = None,
            settings: Settings | None = None) -> tuple[Path, str]:
     """``(absolute path, workspace-relative path)`` of the file a note goes to; PathError saying why when refused."""
@@ -106,7 +137,7 @@ def target(workspace: Path, file: str | None, now: float | None = None,
                             "memory/ (e.g. memory/notes.md), or leave file out for today's memory/YYYY-MM-DD.md")
         if not rel.startswith("memory/"):
             rel = "memory/" + rel
-        if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in rel):
+        if any(_unseen(ch) for ch in rel):
             raise PathError(f"a file name with control, format or invisible characters is refused: {file!r} (they "
                             "reach terminals and hide or reorder what the name shows)")
     for part in rel.split("/")[1:]:
@@ -115,9 +146,7 @@ def target(workspace: Path, file: str | None, now: float | None = None,
                             "memory/projects/api.md)")
         if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             raise PathError(f"a file or folder name longer than {MAX_NAME_BYTES} bytes is refused: {part[:40]!r}…")
-    composed, decomposed = unicodedata.normalize("NFC", rel), unicodedata.normalize("NFD", rel)
-    # composed (NFC), unless only the decomposed twin exists (a file a Mac synced): never a second look-alike
-    rel = decomposed if not (workspace / composed).exists() and (workspace / decomposed).exists() else composed
+    rel = _as_on_disk(workspace, rel)
     sources = (settings or Settings()).sources
     reason = unindexed_reason(rel, sources)
     if reason:
@@ -160,6 +189,15 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
             raise PathError(f"cannot write {file!r}: {exc.strerror}") from None
         raise
     limit = settings.sources.max_file_bytes
+    try:
+        encoding = text_encoding(path.read_bytes()[:limit])
+    except FileNotFoundError:
+        encoding = "utf-8"
+    except OSError as exc:
+        raise PathError(f"cannot read {rel}: {exc.strerror}") from None
+    if encoding != "utf-8":  # appending UTF-8 would garble the file for every reader
+        raise PathError(f"{rel} is not UTF-8 ({'Windows-1252' if encoding == 'cp1252' else encoding.upper()}); a note "
+                        "appended in UTF-8 would garble it: write it to another file (the file argument)")
 
     def compose(tail: notefile.Tail) -> tuple[bytes, dict[str, Any]]:
         header = f"# {rel[len('memory/'):-3]}\n\n" if file is None and tail.size == 0 else ""
@@ -214,13 +252,9 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
             why = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
             out["index_error"] = (f"the note is saved in {out['path']}, but indexing it failed ({why}); do not write "
                                   "the note again: the next sync indexes it")
-        found = _where_saved(Path(path), start, note)
-        if found == start:
-            return out
-        if found is not None:  # the file was edited above it meanwhile: the note is there, on other lines
-            with open(path, "rb") as fh:
-                first = notefile.breaks_in(fh.read(found)) + 1
-            out["start_line"], out["end_line"] = first, first + out["end_line"] - out["start_line"]
+        found = _where_saved(Path(path), start, note, out["start_line"])
+        if found is not None:  # as appended, or on other lines when the file was edited above it meanwhile
+            out["start_line"], out["end_line"] = found, found + out["end_line"] - out["start_line"]
             return out
         # another program replaced the file while the note was appended (a rename-based save: sed -i, an editor's
         # safe save, a sync tool): the note went into the old copy, so it is appended again to the new one
@@ -228,15 +262,27 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
                          "or a sync tool rewriting it), so the note is not in it: write it again when that stops")
 
 
-def _where_saved(path: Path, start: int, note: bytes) -> int | None:
-    """Where ``note`` is in the file: at ``start`` as appended, else the first place it is (None: not there)."""
+_BREAK = re.compile(rb"\r\n|\r|\n")  # the line breaks notefile counts
+
+
+def _where_saved(path: Path, start: int, note: bytes, line: int) -> int | None:
+    """The line the note starts on in the file now: ``line`` while its bytes still begin a line at ``start`` (one
+    read of its length), else the last place its lines are whole lines of the file, compared without line-ending and
+    trailing-space differences (an editor re-saved the file); None when the file no longer holds it. A file that
+    is gone gives ``line``: another program moved or removed it with the note, and a new file would hold it twice."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(start)
-            if fh.read(len(note)) == note:
-                return start
+            fh.seek(max(0, start - 1))
+            here = fh.read(len(note) + (start > 0))
+            if here == (b"\n" if start else b"") + note or (start and here == b"\r" + note):
+                return line  # as appended, at the start of its line
             fh.seek(0)
-            found = fh.read().find(note)
+            data = fh.read()
     except OSError:
-        return None
-    return found if found >= 0 else None
+        return line
+    want = [x.rstrip() for x in _BREAK.split(note.rstrip(b"\r\n"))]
+    have = [x.rstrip() for x in _BREAK.split(data)]
+    for i in range(len(have) - len(want), -1, -1):
+        if have[i] == want[0] and have[i:i + len(want)] == want:
+            return i + 1
+    return None
