@@ -328,3 +328,38 @@ def test_a_server_that_stays_down_is_waited_for_once_not_per_statement(monkeypat
     with pytest.raises(StoreConnectionError):
         link.reconnect()
     assert waits[-1] == 20.0
+
+
+def test_a_server_that_comes_back_is_waited_for_again_at_its_next_outage(monkeypatch) -> None:
+    from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
+
+    link = PgLink.__new__(PgLink)
+    link.url, link.reconnect_s, link.given_up_until, link.on_connect = "postgresql://x@nowhere/db", 20.0, 0.0, None
+
+    class Conn:
+        def close(self) -> None:
+            pass
+
+    link.conn = Conn()
+    waits: list[float] = []
+    clock = [1000.0]
+    up = [False]
+    monkeypatch.setattr("hybridmem.store.postgres.connection.time.monotonic", lambda: clock[0])
+
+    def connect(deadline: float) -> Conn:
+        waits.append(round(deadline - clock[0], 3))
+        if up[0]:
+            return Conn()
+        clock[0] = deadline
+        raise StoreConnectionError("cannot reach PostgreSQL")
+
+    monkeypatch.setattr(link, "_connect", connect)
+    with pytest.raises(StoreConnectionError):
+        link.reconnect()
+    clock[0] += 1.0
+    up[0] = True
+    link.reconnect()  # back within reconnect_s: one try, and it answers
+    up[0] = False
+    with pytest.raises(StoreConnectionError):
+        link.reconnect()  # a new outage soon after: waited for in full again
+    assert waits == [20.0, 0.0, 20.0]

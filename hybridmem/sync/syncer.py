@@ -236,12 +236,14 @@ class Syncer:
         known = self.store.files()
         found = src.discover(self.workspace, self.settings.sources, report.warnings)
         seen: set[str] = set()
+        local = self.store.backend == "sqlite"  # see _stamp
         changed: list[tuple[Document, dict]] = []
         fresh: list[src.SourceFile] = []  # new files: read batch by batch while writing (keyword first)
         for sf in found:
             seen.add(sf.path)
             old = known.get(sf.path)
-            if old and old["mtime"] == sf.stamp and old["size"] == sf.size and old["abspath"] == sf.abspath:
+            if old and old["mtime"] == self._stamp(sf) and old["size"] == sf.size \
+                    and (old["abspath"] == sf.abspath or not local):
                 report.unchanged += 1
                 continue
             if old and sf.source == "sessions" and self.defer_sessions and self._defer_session(sf, old):
@@ -288,16 +290,24 @@ class Syncer:
         if loaded.document is None:
             return _SKIPPED
         h = document_hash(loaded.document)
-        row = file_row(loaded.document, h, sf.abspath, sf.size, sf.stamp)
+        stamp = self._stamp(sf)
+        row = file_row(loaded.document, h, sf.abspath, sf.size, stamp)
         if old and old["hash"] == h:
             report.unchanged += 1
-            self.store.touch_file(sf.path, sf.stamp, sf.size, sf.abspath)
+            self.store.touch_file(sf.path, stamp, sf.size, sf.abspath)
             return None
         if old:
             report.changed += 1
         else:
             report.added += 1
         return loaded.document, row
+
+    def _stamp(self, sf: src.SourceFile) -> float:
+        """What the files table keeps to tell a file changed: a local index its change stamp (mtime or inode change
+        time, the later: an edit whose mtime was put back), and compares its place too (a workspace moved). A
+        server's index is shared by hosts (docs/postgres.md) whose mount points and inode times are their own, so
+        there mtime alone, and the place is not compared: hosts would re-read every file on every sync."""
+        return sf.stamp if self.store.backend == "sqlite" else sf.mtime
 
     def _defer_session(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
         sync = self.settings.sync

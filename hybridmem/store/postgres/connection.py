@@ -93,6 +93,7 @@ class PgLink:
         except StoreConnectionError:
             self.given_up_until = time.monotonic() + self.reconnect_s
             raise
+        self.given_up_until = 0.0  # back: the next outage is waited for again
         if self.on_connect is not None:
             self.on_connect(self.conn)
 
