@@ -71,6 +71,7 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
 
 
 KEYWORD_INDEX = "the index was built keyword-only (it holds no vectors; `hybridmem index` embeds it): keyword-only"
+NO_VECTORS_YET = "no chunk has its vector yet (`hybridmem index` embeds them): keyword-only"
 
 
 def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
@@ -96,8 +97,10 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
                                cfg.needs_vectors, None, timings)
     t0 = time.perf_counter()
     vectors, vectors_note = progress(cands.generation or None)  # no second read of the generation
-    keyword_index = vectors is None and cands.vector_searched
-    if keyword_index:  # an index built keyword-only: the vector leg had nothing to search, the keyword gate decides
+    # an index built keyword-only, or one no chunk of which has its vector yet: the vector leg had nothing to search,
+    # so the keyword leg's gate decides (the model's read an empty vector leg as "no answer")
+    keyword_index = cands.vector_searched and (vectors is None or vectors["embedded"] == 0)
+    if keyword_index:
         cands = replace(cands, vector_searched=False)
     ranking = rank(cands, cfg, now=now)
     if vectors_note and cands.vector_searched and not ranking.hits:
@@ -108,7 +111,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-        fallback_reason=(KEYWORD_INDEX if keyword_index else fallback_reason(embedder, retriever, provider))
+        fallback_reason=((KEYWORD_INDEX if vectors is None else NO_VECTORS_YET) if keyword_index
+                         else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 

@@ -272,6 +272,7 @@ def test_an_index_built_keyword_only_answers_a_search_that_has_a_model(tmp_path:
         assert idx.store.pending_count() == chunks
         resp = idx.search("payment processor backoff")
         assert resp.results[0].path == "memory/pay.md" and f"vectors for 0 of {chunks} chunks" in resp.vectors_note
+        assert resp.fallback and "no chunk has its vector yet" in resp.fallback_reason  # the keyword gate decided
         idx.sync()  # `hybridmem index`
         assert idx.store.pending_count() == 0 and emb.embedded >= chunks
 
