@@ -153,3 +153,22 @@ def test_missing_files_and_unknown_queries_are_skipped_and_reported(tmp_path: Pa
     assert f"skipped: {src}/judgments.jsonl:3: query id 'q9' is not in queries.jsonl" in err
     assert f"skipped: {src}/judgments.jsonl:4: .hybridmem/index.sqlite: not a memory file" in err
     assert [(j.path, j.start_line) for j in LabelStore(ws).judgments()] == [("MEMORY.md", 3)]
+
+
+def test_a_demo_format_import_keeps_each_query_split_and_category(tmp_path: Path) -> None:
+    """Every imported query came in as split test with no category, and nothing could set them, so sweep --optimize
+    (tune on train, report on test) could never run on imported labels."""
+    ws = _ws(tmp_path / "ws")
+    src = tmp_path / "labels"
+    src.mkdir()
+    rows = [{"id": "a", "text": "which theme does Linh use", "split": "train", "category": "prefs"},
+            {"id": "b", "text": "what is on line two", "split": "test", "category": "notes"},
+            {"id": "c", "text": "note three"}]
+    (src / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    judged = [{"query_id": q, "path": p, "start_line": 1, "end_line": 3}
+              for q, p in (("a", "MEMORY.md"), ("b", "memory/k0.md"), ("c", "memory/k2.md"))]
+    (src / "judgments.jsonl").write_text("".join(json.dumps(j) + "\n" for j in judged), encoding="utf-8")
+    import_labels(src, ws)
+    got = {q.text: (q.split, q.category) for q in LabelStore(ws).queries()}
+    assert got == {"which theme does Linh use": ("train", "prefs"), "what is on line two": ("test", "notes"),
+                   "note three": ("test", "")}

@@ -11,6 +11,8 @@ demo set's format (a folder with ``queries.jsonl`` and ``judgments.jsonl``, or t
   ``qmd.json:12: queries[3]: expected_files must be a list of paths, not a string (and 2 more problems)``.
 * A row that is well formed but names a file that is not a memory file of the workspace (missing, not indexable), or
   a query the file does not define, is skipped and reported in :attr:`ImportReport.skipped`.
+* A new query keeps the ``split`` and ``category`` its ``queries.jsonl`` row gives (the demo set's fields; else
+  test and none), so tuning on train and reporting on test (``hybridmem sweep --optimize``) works on imported labels.
 * The rest is written as one change (:meth:`~hybridmem.eval.labels.LabelStore.add_judgments`: one undo step, time
   linear in the labels, under the labels' lock, so imports run at once all land).
 
@@ -52,6 +54,7 @@ class _Check:
     def __init__(self, workspace: Path) -> None:
         self.problems: list[str] = []
         self.skipped: list[str] = []
+        self.attributes: dict[str, dict[str, str]] = {}  # a query's split and category, by its text
         self.files = {f.path: f.abspath for f in discover(workspace, load_settings(workspace=workspace).sources)}
         self._lines: dict[str, int] = {}
 
@@ -125,7 +128,8 @@ def _int(row: dict, name: str, default: int | None = None) -> int | None:
 
 
 def _queries(path: Path, id_field: str, check: _Check) -> dict[str, str]:
-    """``{id: text}`` of a ``queries.jsonl`` (demo: ``id``; BEIR: ``_id``); duplicate ids are problems."""
+    """``{id: text}`` of a ``queries.jsonl`` (demo: ``id``; BEIR: ``_id``); duplicate ids are problems. A query's
+    ``split`` and ``category`` (strings, the demo set's fields) go to ``check.attributes`` by its text."""
     texts: dict[str, str] = {}
     first: dict[str, int] = {}
     for n, row in _jsonl(path):
@@ -141,6 +145,9 @@ def _queries(path: Path, id_field: str, check: _Check) -> dict[str, str]:
         else:
             first[str(qid)] = n
             texts[str(qid)] = text
+            given = {k: row[k].strip() for k in ("split", "category") if isinstance(row.get(k), str) and row[k].strip()}
+            if given:
+                check.attributes[text.strip()] = given
     return texts
 
 
@@ -281,7 +288,7 @@ def import_labels(source: str | Path, workspace: str | Path) -> ImportReport:
                            "(queries.jsonl + qrels/), or queries.jsonl + judgments.jsonl in the demo set's format")
     check.stop_on_problems()
     if items:
-        store.add_judgments(items, source="import")
+        store.add_judgments(items, source="import", attributes=check.attributes)
     return ImportReport(fmt, len({text.strip() for text, _ in items}), len(items), tuple(check.skipped))
 
 

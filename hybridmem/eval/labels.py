@@ -219,10 +219,12 @@ class LabelStore:
             self.add_query(query, source=source)  # a new query is its own undo step, as in the workbench
             return self.add_judgments([item], source)[0]
 
-    def add_judgments(self, items: Sequence[tuple[str, Judgment]], source: str = "typed") -> list[Judgment]:
+    def add_judgments(self, items: Sequence[tuple[str, Judgment]], source: str = "typed",
+                      attributes: Mapping[str, Mapping[str, str]] | None = None) -> list[Judgment]:
         """Judge many ``(query text, judgment)`` pairs in one change (one undo step), in time linear in the labels:
-        queries are found by text and created when new (with ``source``); a judgment replaces the same query's
-        judgments it overlaps, as :meth:`judge` does. Every item is checked before anything is written.
+        queries are found by text and created when new (with ``source``, and the ``split`` and ``category`` that
+        ``attributes`` gives the text, else test and none); a judgment replaces the same query's judgments it
+        overlaps, as :meth:`judge` does. Every item is checked before anything is written.
 
         Raises:
             DatasetError: an empty query, an empty or reversed line span, or a grade outside 0..3.
@@ -241,8 +243,10 @@ class LabelStore:
             for text, j in items:
                 q = by_text.get(text.strip())
                 if q is None:
-                    q = by_text[text.strip()] = LabeledQuery(f"u{number:03d}", text.strip(), source=source,
-                                                             created=_now())
+                    given = (attributes or {}).get(text.strip(), {})
+                    q = by_text[text.strip()] = LabeledQuery(
+                        f"u{number:03d}", text.strip(), category=given.get("category", ""),
+                        split=given.get("split", "test"), source=source, created=_now())
                     qs.append(q)
                     number += 1
                 new = replace(j, query_id=q.id, start_line=int(j.start_line), end_line=int(j.end_line),
