@@ -157,3 +157,38 @@ def test_ci_suite_passes_against_its_baseline():
     root = Path(__file__).resolve().parent.parent
     res = gate(root / "eval" / "suites" / "ci.toml", root / "eval" / "baselines" / "ci.json", progress=False)
     assert res.passed, "\n".join(res.failures)
+
+
+def test_eval_on_a_users_folder_says_what_is_wrong_in_one_line(tmp_path, monkeypatch, capsys):
+    """A malformed judgments file, a folder without labels, a path that does not exist, a gate on a folder: one
+    line each, exit 2 (tracebacks before, or an 'unknown dataset' list that never mentions labels)."""
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "n1.md").write_text("# n1\nline two\nline three\n")
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "q1", "text": "line two"}\n')
+    cases = {'{"query_id": "q1", "path": "memory/n1.md", "start_line": "six", "end_line": 3}': "judgment 1 is malformed",
+             "[1, 2]": "judgment 1 is malformed",
+             '{"query_id": "q1", "path": "memory/n1.md", "start_line": 9, "end_line": 2}': "has start_line 9 and end_line 2"}
+    for row, why in cases.items():
+        j = tmp_path / "j.jsonl"
+        j.write_text(row + "\n")
+        capsys.readouterr()
+        assert main(["eval", "--dataset", str(ws), "--queries", str(q), "--judgments", str(j), "--keyword-only"]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1, err
+    for argv, why in ((["eval", "--dataset", str(ws), "--keyword-only"], "has no labels yet"),
+                      (["eval", "--dataset", str(tmp_path / "nope")], "(no such file or folder)"),
+                      (["eval", "gate", "--suite", str(ws)], "is a folder without labels")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1, err
+
+
+def test_an_out_path_ending_in_json_keeps_the_markdown_beside_it(suite, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HYBRIDMEM_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "r" / "report.json"
+    assert main(["eval", "--dataset", str(tmp_path / "tiny"), "--keyword-only", "--config", "keyword",
+                 "--metrics", "ndcg@10", "--split", "all", "--out", str(out)]) == 0
+    assert "| keyword |" in out.with_suffix(".md").read_text() and json.loads(out.read_text())["split"] == "all"

@@ -122,6 +122,9 @@ def load_suite(path: str | Path) -> Suite:
     if is_workspace_suite(path):
         return workspace_suite(path)
     p = Path(path)
+    if p.is_dir():
+        raise GateError(f"{p} is a folder without labels: label queries in the workbench's search inspector or run "
+                        f"`hybridmem labels import FILE {p}`, then gate it; or give a suite TOML file")
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:

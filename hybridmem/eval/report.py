@@ -25,7 +25,7 @@ def result_json(result: EvalResult, comparison: Comparison | None = None, datase
     """The report as plain JSON-ready data."""
     out: dict[str, Any] = {
         "dataset": result.dataset,
-        "split": result.split,
+        "split": result.split or "all",
         "queries": len(result.query_ids),
         "depth": result.depth,
         "metrics": result.metrics,
@@ -88,8 +88,12 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
 
 def write_report(path: str | Path, result: EvalResult, comparison: Comparison | None = None,
                  dataset: Dataset | None = None, title: str | None = None, by_category: bool = False) -> Path:
-    """Write ``path`` (Markdown) and the same name with ``.json``; returns the Markdown path."""
+    """Write ``path`` (Markdown) and the same name with ``.json``; returns the Markdown path. A ``path`` ending in
+    ``.json`` names the JSON file: the Markdown goes beside it as ``.md`` (writing both to one name kept only the
+    JSON)."""
     p = Path(path)
+    if p.suffix.lower() == ".json":
+        p = p.with_suffix(".md")
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(markdown(result, comparison, dataset, title, by_category), encoding="utf-8")
     p.with_suffix(".json").write_text(

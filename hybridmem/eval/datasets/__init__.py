@@ -61,10 +61,13 @@ def load_dataset(name_or_path: str | Path, queries: str | Path | None = None,
             ds = load_locomo(p)
         elif p.is_dir() and (p / "queries.jsonl").is_file() and (p / "judgments.jsonl").is_file():
             ds = load_workspace_dataset(p)
+        elif p.is_dir():
+            raise DatasetError(f"{name} has no labels yet: label queries in the workbench's search inspector, run "
+                               f"`hybridmem labels import FILE {name}`, or give --queries and --judgments files")
         else:
             raise DatasetError(
-                f"unknown dataset {name!r}: expected one of {', '.join(DATASET_NAMES)}, a BEIR folder, a folder with "
-                "meta.json, or a workspace plus --queries and --judgments files"
+                f"unknown dataset {name!r} (no such file or folder): expected one of {', '.join(DATASET_NAMES)}, a "
+                "BEIR folder, a folder with meta.json, or a workspace plus --queries and --judgments files"
             )
     _CACHE[key] = ds
     return ds

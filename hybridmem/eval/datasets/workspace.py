@@ -50,15 +50,25 @@ def load_workspace_dataset(
         evidence: dict[str, Evidence] = {}
         qrels: dict[str, dict[str, int]] = {}
         known = {q.id for q in qs}
-        for r in jrows:
-            qid = str(r["query_id"])
+        for n, r in enumerate(jrows, 1):
+            try:
+                qid = str(r["query_id"])
+                ev = Evidence(str(r["path"]), int(r["start_line"]), int(r["end_line"]),
+                              bool(r.get("whole_file", False)))
+                grade = int(r.get("grade", 1))
+            except (TypeError, ValueError, AttributeError):
+                raise DatasetError(f"{jfile}: judgment {n} is malformed: expected an object with query_id, path, and "
+                                   f"whole-number start_line, end_line and grade, got {json.dumps(r)[:120]}") from None
             if qid not in known:
                 raise DatasetError(f"{jfile}: judgment for unknown query {qid!r}")
-            ev = Evidence(str(r["path"]), int(r["start_line"]), int(r["end_line"]), bool(r.get("whole_file", False)))
-            grade = int(r.get("grade", 1))
+            if not 1 <= ev.start <= ev.end:
+                raise DatasetError(f"{jfile}: judgment {n} has start_line {ev.start} and end_line {ev.end}: "
+                                   "expected 1 <= start_line <= end_line")
             if grade > 0:
                 evidence[ev.unit_id] = ev
                 qrels.setdefault(qid, {})[ev.unit_id] = max(grade, qrels.get(qid, {}).get(ev.unit_id, 0))
+    except (TypeError, AttributeError):
+        raise DatasetError(f"a row in {qfile.name} is malformed: expected objects with id and text") from None
     except KeyError as exc:
         raise DatasetError(f"a row in {qfile.name} or {jfile.name} lacks the field {exc}") from None
     kept = tuple(q for q in qs if q.id in qrels)
