@@ -528,3 +528,16 @@ def test_a_label_is_never_written_into_a_workspace_the_sidebar_does_not_show(tmp
     at.text_input(key="src_path").input(str(ws)).run()  # back on the folder the buttons are for: saved
     at.button(key="lab_hit_rel_memory/2026-01-02.md#L1-L4").click().run()
     assert len((ws / ".hybridmem-labels" / "judgments.jsonl").read_text().splitlines()) == 1
+
+
+def test_the_shipped_demo_folder_never_gets_a_settings_file():
+    """The demo's workspace opened as 'your folder': the sidebar offered to save a hybridmem.toml into datasets/,
+    which the evaluation and the CI gate read. It says why not, and shows no Save button."""
+    demo = ROOT / "datasets" / "demo-memory" / "workspace"
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(demo)).run()
+    at.number_input(key="cfg_min_score").set_value(0.01).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("shipped demo data's settings" in c.value for c in at.caption)
+    assert not [b for b in at.button if b.key == "cfg_save"] and not (demo / "hybridmem.toml").exists()

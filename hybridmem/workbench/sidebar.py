@@ -186,13 +186,17 @@ def _save(workspace: str, changes: dict[str, Any]) -> None:
     from hybridmem.config.write import write_ranking
 
     if not state.may_write(workspace):
-        st.session_state["cfg_saved"] = st.session_state.pop(state.WRITE_REFUSED_KEY)
+        st.session_state["cfg_saved"] = (False, st.session_state.pop(state.WRITE_REFUSED_KEY))
+        return
+    if state.shipped(workspace):
+        st.session_state["cfg_saved"] = (False, f"Nothing saved: {workspace} is the shipped demo data, whose settings "
+                                                "the evaluation reads. Copy the folder to give it settings of its own.")
         return
     try:
         write_ranking(workspace, changes)
-        st.session_state["cfg_saved"] = f"Saved {len(changes)} setting(s) to {workspace}/hybridmem.toml"
+        st.session_state["cfg_saved"] = (True, f"Saved {len(changes)} setting(s) to {workspace}/hybridmem.toml")
     except ConfigError as exc:
-        st.session_state["cfg_saved"] = f"Not saved: {exc}"
+        st.session_state["cfg_saved"] = (False, f"Not saved: {exc}")
 
 
 def render_save(source: state.Source, cfg: RankConfig) -> None:
@@ -203,7 +207,12 @@ def render_save(source: state.Source, cfg: RankConfig) -> None:
 
     with st.sidebar.expander("Save as this workspace's settings", icon=":material/save:"):
         if "cfg_saved" in st.session_state:
-            st.success(st.session_state.pop("cfg_saved"))
+            saved, message = st.session_state.pop("cfg_saved")
+            (st.success if saved else st.error)(message)
+        if state.shipped(source.path):
+            st.caption("The shipped demo data's settings are the evaluation's: copy the folder to save settings "
+                       "for it.")
+            return
         try:
             changes = ranking_changes(cfg, source.path, FIELDS)
             old, new = ranking_update(f"{source.path}/{CONFIG_FILENAME}", changes)

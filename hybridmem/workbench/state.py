@@ -138,6 +138,17 @@ def may_write(workspace: str) -> bool:
     return False
 
 
+def shipped(workspace: str) -> bool:
+    """Whether ``workspace`` is part of the data this repository ships (``datasets/``): its settings are the
+    evaluation's, so the workbench never saves a ``hybridmem.toml`` there (labels go to a git-ignored folder)."""
+    from hybridmem.eval.datasets.base import REPO_ROOT
+
+    try:
+        return Path(workspace).resolve().is_relative_to((REPO_ROOT / "datasets").resolve())
+    except OSError:
+        return False
+
+
 def rank_config() -> RankConfig:
     """The sidebar's ranking config (the engine default before the sidebar has run)."""
     return st.session_state.get(RANK_CONFIG_KEY) or DEFAULT_RANKING
