@@ -172,3 +172,18 @@ def test_a_demo_format_import_keeps_each_query_split_and_category(tmp_path: Path
     got = {q.text: (q.split, q.category) for q in LabelStore(ws).queries()}
     assert got == {"which theme does Linh use": ("train", "prefs"), "what is on line two": ("test", "notes"),
                    "note three": ("test", "")}
+
+
+def test_a_span_past_the_end_of_its_file_is_skipped_and_reported(tmp_path: Path) -> None:
+    """A judgment of lines 50-60 of a 4-line note was imported silently, and lowered every score it touched."""
+    ws = _ws(tmp_path / "ws")
+    src = tmp_path / "labels"
+    src.mkdir()
+    (src / "queries.jsonl").write_text('{"id": "a", "text": "note zero"}\n', encoding="utf-8")
+    (src / "judgments.jsonl").write_text(
+        '{"query_id": "a", "path": "memory/k0.md", "start_line": 50, "end_line": 60}\n'
+        '{"query_id": "a", "path": "memory/k1.md", "start_line": 3, "end_line": 9}\n', encoding="utf-8")
+    report = import_labels(src, ws)
+    assert report.judgments == 1 and len(report.skipped) == 1
+    assert "memory/k0.md has 4 lines; lines 50-60 are past its end" in report.skipped[0]
+    assert [(j.path, j.start_line, j.end_line) for j in LabelStore(ws).judgments()] == [("memory/k1.md", 3, 4)]
