@@ -50,7 +50,7 @@ class RankMemo:
     """
 
     __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer", "_joint",
-                 "_probs")
+                 "_probs", "_shared")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -64,6 +64,18 @@ class RankMemo:
         # the legs' names and ids -> their joint features, and the fused probabilities per legs' factors
         self._joint: dict[tuple, tuple[tuple[list[int], np.ndarray], dict[tuple, tuple]]] = {}
         self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
+        self._shared: dict[int, tuple[str, int, int]] | None = None
+
+    def shared_spans(self) -> dict[int, tuple[str, int, int]]:
+        """The candidates that cite the same lines as another candidate (the pieces of one very long line), each with
+        those lines; empty in the common case, so the ranking's fold of them costs nothing there."""
+        got = self._shared
+        if got is None:
+            by_span: dict[tuple[str, int, int], list[int]] = {}
+            for cid, ch in self.candidates.chunks.items():
+                by_span.setdefault((ch.path, ch.start_line, ch.end_line), []).append(cid)
+            got = self._shared = {cid: span for span, ids in by_span.items() if len(ids) > 1 for cid in ids}
+        return got
 
     def calibrated(self, leg: str) -> Normalizer:
         """The ``calibrated`` normalizer of leg ``leg`` (``vector`` or ``keyword``) for these candidates: each entry's

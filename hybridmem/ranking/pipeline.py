@@ -135,12 +135,12 @@ def rank(
     final: Mapping[int, float] = decayed if answer is None else _Scaled(decayed, answer)
     # stable: ties keep the earlier order; a positive factor leaves the order of the decayed scores as it is
     ordered = sorted(order, key=(decayed if answer is None or answer > 0.0 else final).__getitem__, reverse=True)
-    ordered, repeated = distinct_spans(ordered, chunks)
+    ordered, repeated = distinct_spans(ordered, memo.shared_spans())
     abstained = answer is not None and answer < config.answer_threshold
     # an abstained query returns nothing: its MMR order is only worth working out to show it (explain)
     mmr = (Diversified(ordered, {}, {}) if abstained and not explain
            else diversify(ordered, final, chunks, config, memo.token_bits, full_mmr))
-    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config, chunks)
+    kept, rescued = ([], False) if abstained else cut(mmr.walk, ordered, final, legs, config, memo.shared_spans())
     kept, made, over_budget = snippets(kept, chunks, config, memo, centred_snippets)
     rescued = rescued and bool(kept)
 
@@ -262,17 +262,21 @@ def diversify(ordered: list[int], decayed: Mapping[int, float], chunks: Mapping[
     return Diversified(walk, dict(zip(walk, scores)), dict(zip(walk, range(1, len(walk) + 1))))
 
 
-def distinct_spans(ordered: list[int], chunks: Mapping[int, ChunkInfo]) -> tuple[list[int], list[int]]:
-    """``ordered`` without the chunks that cite the same lines as one before them, and those chunks. A very long line
-    (a one-line abstract, a pasted blob) is cut into pieces that all cite it: the best piece stands for it, and the
-    others would cite it again and take results' places (MMR's walk and the cut then see distinct citations only)."""
+def distinct_spans(ordered: list[int], shared: Mapping[int, tuple[str, int, int]]) -> tuple[list[int], list[int]]:
+    """``ordered`` without the chunks that cite the same lines as one before them, and those chunks (``shared``:
+    :meth:`RankMemo.shared_spans`). A very long line (a one-line abstract, a pasted blob) is cut into pieces that all
+    cite it: the best piece stands for it, and the others would cite it again and take results' places (MMR's walk
+    and the cut then see distinct citations only)."""
+    if not shared:
+        return ordered, []
     seen: set[tuple[str, int, int]] = set()
     kept: list[int] = []
     repeated: list[int] = []
     for cid in ordered:
-        ch = chunks[cid]
-        span = (ch.path, ch.start_line, ch.end_line)
-        if span in seen:
+        span = shared.get(cid)
+        if span is None:
+            kept.append(cid)
+        elif span in seen:
             repeated.append(cid)
         else:
             seen.add(span)
@@ -281,7 +285,7 @@ def distinct_spans(ordered: list[int], chunks: Mapping[int, ChunkInfo]) -> tuple
 
 
 def cut(walk: list[int], ordered: list[int], decayed: Mapping[int, float], legs: Sequence[Leg],
-        config: RankConfig, chunks: Mapping[int, ChunkInfo]) -> tuple[list[int], bool]:
+        config: RankConfig, shared: Mapping[int, tuple[str, int, int]]) -> tuple[list[int], bool]:
     """The kept chunk ids and whether they are the keyword rescue.
 
     Walk the order: below ``min_score`` is cut, the first ``max_results`` others are kept. Without MMR the order is
@@ -302,7 +306,7 @@ def cut(walk: list[int], ordered: list[int], decayed: Mapping[int, float], legs:
     if not kept and config.rescue_keyword:
         keyword = [leg.scored.ids for leg in legs if leg.scored.name == "keyword"]
         if keyword:
-            return distinct_spans(list(keyword[0]), chunks)[0][:max_results], True
+            return distinct_spans(list(keyword[0]), shared)[0][:max_results], True
     return kept, False
 
 
