@@ -17,7 +17,8 @@ from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor, source_roots, within
+from hybridmem.sources import (BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor,
+                               source_roots, within)
 
 
 def read_memory(

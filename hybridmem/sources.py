@@ -317,6 +317,10 @@ _HIGH = bytes(range(0x80, 0x100))
 _UTF8_CHAR = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 
 
+def _bom_encoding(data: bytes) -> str | None:
+    return _WIDE_BOMS.get(data[:4]) or _WIDE_BOMS.get(data[:2])
+
+
 def text_encoding(data: bytes) -> str:
     """How a note's bytes are read: ``utf-32``/``utf-16`` by their byte order mark, else ``utf-8``, or ``cp1252``
     (Windows-1252, a superset of Latin-1's letters) when most of its non-ASCII bytes are not UTF-8 characters.
@@ -325,7 +329,7 @@ def text_encoding(data: bytes) -> str:
         >>> [text_encoding(s.encode(e)) for s, e in (("café", "utf-8"), ("« déjà »", "cp1252"), ("ok", "utf-16"))]
         ['utf-8', 'cp1252', 'utf-16']
     """
-    wide = _WIDE_BOMS.get(data[:4]) or _WIDE_BOMS.get(data[:2])
+    wide = _bom_encoding(data)
     if wide:
         return wide
     try:
@@ -340,16 +344,16 @@ def text_encoding(data: bytes) -> str:
 
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     """Decode a file as UTF-8 (invalid bytes and NULs replaced by U+FFFD); a warning when it was binary (then ``""``),
-    held NULs or invalid UTF-8, or was too large. A file with a UTF-16 byte order mark (what Windows PowerShell
-    writes) is read as UTF-16; one whose bytes are not UTF-8 and hold no UTF-8 sequence at all (Latin-1, Windows-1252)
-    as Windows-1252, with a warning, so ``café`` stays findable.
+    held NULs or invalid UTF-8, or was too large. The encoding is :func:`text_encoding`'s: a UTF-16 or UTF-32 byte order
+    mark (Windows PowerShell writes UTF-16), else UTF-8, or Windows-1252 (with a warning, so ``café`` stays findable)
+    when most non-ASCII bytes are in no UTF-8 character.
 
     At most ``max_bytes`` are read (``sources.max_file_bytes``), cut at the last line break before the limit, so
     memory stays bounded whatever the file's size (indexing holds about 4.5x the text at its peak).
     """
     with open(path, "rb") as fh:
         head = fh.read(8192)
-        wide = _WIDE_BOMS.get(head[:4]) or _WIDE_BOMS.get(head[:2])
+        wide = _bom_encoding(head)
         if wide is None and is_binary(head):
             return "", BINARY
         data = head + fh.read(max(0, max_bytes + 1 - len(head)))

@@ -10,6 +10,7 @@ import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -296,30 +297,41 @@ def test_a_long_lived_index_keeps_a_keyword_copy_that_another_hosts_write_retire
     server.close()
 
 
-def test_a_server_that_stays_down_is_waited_for_once_not_per_statement(monkeypatch) -> None:
-    """A search reads the generation, then runs its statements; with the server down each broken read reconnected
-    and waited reconnect_s (20 s) again, so a search took 41 s to fail. After one wait in vain, the next reconnects
-    within reconnect_s try once; later ones wait again (a server coming back is still waited for)."""
+class _Conn:
+    def close(self) -> None:
+        pass
+
+
+def _flaky_link(monkeypatch, up: list[bool]) -> tuple[Any, list[float], list[float]]:
+    """A PgLink with no server behind it, on a fake clock: ``(link, waits, clock)``; ``waits`` collects how long each
+    reconnect may wait; a reconnect succeeds while ``up[0]``, else waits to its deadline and fails."""
     from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
 
     link = PgLink.__new__(PgLink)
     link.url, link.reconnect_s, link.given_up_until, link.on_connect = "postgresql://x@nowhere/db", 20.0, 0.0, None
-
-    class Closed:
-        def close(self) -> None:
-            pass
-
-    link.conn = Closed()
+    link.conn = _Conn()
     waits: list[float] = []
     clock = [1000.0]
     monkeypatch.setattr("hybridmem.store.postgres.connection.time.monotonic", lambda: clock[0])
 
-    def unreachable(deadline: float) -> None:
+    def connect(deadline: float) -> _Conn:
         waits.append(round(deadline - clock[0], 3))
+        if up[0]:
+            return _Conn()
         clock[0] = deadline  # the wait runs to its deadline
         raise StoreConnectionError("cannot reach PostgreSQL")
 
-    monkeypatch.setattr(link, "_connect", unreachable)
+    monkeypatch.setattr(link, "_connect", connect)
+    return link, waits, clock
+
+
+def test_a_server_that_stays_down_is_waited_for_once_not_per_statement(monkeypatch) -> None:
+    """A search reads the generation, then runs its statements; with the server down each broken read reconnected
+    and waited reconnect_s (20 s) again, so a search took 41 s to fail. After one wait in vain, the next reconnects
+    within reconnect_s try once; later ones wait again (a server coming back is still waited for)."""
+    from hybridmem.store.postgres.connection import StoreConnectionError
+
+    link, waits, clock = _flaky_link(monkeypatch, [False])
     for _ in range(3):
         with pytest.raises(StoreConnectionError):
             link.reconnect()
@@ -331,29 +343,10 @@ def test_a_server_that_stays_down_is_waited_for_once_not_per_statement(monkeypat
 
 
 def test_a_server_that_comes_back_is_waited_for_again_at_its_next_outage(monkeypatch) -> None:
-    from hybridmem.store.postgres.connection import PgLink, StoreConnectionError
+    from hybridmem.store.postgres.connection import StoreConnectionError
 
-    link = PgLink.__new__(PgLink)
-    link.url, link.reconnect_s, link.given_up_until, link.on_connect = "postgresql://x@nowhere/db", 20.0, 0.0, None
-
-    class Conn:
-        def close(self) -> None:
-            pass
-
-    link.conn = Conn()
-    waits: list[float] = []
-    clock = [1000.0]
     up = [False]
-    monkeypatch.setattr("hybridmem.store.postgres.connection.time.monotonic", lambda: clock[0])
-
-    def connect(deadline: float) -> Conn:
-        waits.append(round(deadline - clock[0], 3))
-        if up[0]:
-            return Conn()
-        clock[0] = deadline
-        raise StoreConnectionError("cannot reach PostgreSQL")
-
-    monkeypatch.setattr(link, "_connect", connect)
+    link, waits, clock = _flaky_link(monkeypatch, up)
     with pytest.raises(StoreConnectionError):
         link.reconnect()
     clock[0] += 1.0

@@ -262,11 +262,13 @@ def _demo(folder: Path, check: _Check) -> list[Item]:
         elif str(row["query_id"]) not in texts:
             check.skipped.append(f"{where}: query id {str(row['query_id'])!r} is not in queries.jsonl")
         elif (key := check.path(where, row["path"])) is not None:
-            if not whole and start > (lines := check.line_count(key)):  # a span no chunk can hold: it would only
-                check.skipped.append(f"{where}: {key} has {lines} lines; lines {start}-{end} are past its end")
-                continue  # lower every score
-            items.append((texts[str(row["query_id"])], Judgment("", key, start, min(end, lines) if not whole else end,
-                                                                grade, whole)))
+            if not whole:
+                lines = check.line_count(key)
+                if start > lines:  # a span no chunk can hold: it would only lower every score
+                    check.skipped.append(f"{where}: {key} has {lines} lines; lines {start}-{end} are past its end")
+                    continue
+                end = min(end, lines)
+            items.append((texts[str(row["query_id"])], Judgment("", key, start, end, grade, whole)))
     return items
 
 

@@ -19,9 +19,9 @@ then indexed before the call returns. What the reply says is true when it is giv
 * ``indexed`` is what the index holds after the call: False, with ``index_error``, when the sync failed (the note is
   saved all the same; do not write it again).
 * **A file another program replaces** while the note is appended (a rename-based save: ``sed -i``, an editor's safe
-  save, a sync tool) would take the note away with the old copy; after indexing, the note's bytes are looked for
-  where they were appended (else anywhere in the file, when lines above it changed), and a note not found is
-  appended again, up to three times, before the call fails saying so.
+  save, a sync tool) would take the note away with the old copy; after indexing, the note is looked for where it was
+  appended, else as whole lines anywhere in the file (lines above it changed, or the file was re-saved with other
+  line endings), and a note not found is appended again, up to three times, before the call fails saying so.
 
 Example:
     >>> append_note(Path("ws"), "Decided: retries use exponential backoff.")   # doctest: +SKIP
@@ -190,7 +190,8 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
         raise
     limit = settings.sources.max_file_bytes
     try:
-        encoding = text_encoding(path.read_bytes()[:limit])
+        with open(path, "rb") as fh:
+            encoding = text_encoding(fh.read(limit))
     except FileNotFoundError:
         encoding = "utf-8"
     except OSError as exc:
