@@ -99,6 +99,15 @@ def test_demo_counts():
     assert ds.reference_time == 1793534400.0  # 2026-11-01T12:00:00+00:00
 
 
+def test_an_empty_selection_says_what_was_asked_and_what_exists():
+    ds = load_dataset("demo")
+    with pytest.raises(DatasetError, match=r"has no queries in split 'valid': its splits are test, train; its categories"):
+        ds.select("valid")
+    with pytest.raises(DatasetError, match=r"no queries in split 'test' and of category nosuch: .* are both, identifier"):
+        ds.select("test", ["nosuch"])
+    assert len(ds.select("all", ["th"]).queries) == Counter(q.category for q in ds.queries)["th"] > 0
+
+
 def test_user_folder_with_queries_and_judgments(tmp_path):
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)

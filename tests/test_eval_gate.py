@@ -180,10 +180,19 @@ def test_eval_on_a_users_folder_says_what_is_wrong_in_one_line(tmp_path, monkeyp
         assert why in err and err.count("\n") == 1, err
     for argv, why in ((["eval", "--dataset", str(ws), "--keyword-only"], "has no labels yet"),
                       (["eval", "--dataset", str(tmp_path / "nope")], "(no such file or folder)"),
-                      (["eval", "gate", "--suite", str(ws)], "is a folder without labels")):
+                      (["eval", "gate", "--suite", str(ws)], "is a folder without labels"),
+                      (["eval", "--dataset", str(ws), "--queries", str(q)], "--queries needs --judgments beside it")):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert why in err and err.count("\n") == 1, err
+
+
+def test_an_unknown_config_name_lists_every_name_eval_takes(tmp_path):
+    from hybridmem.eval.gate import GateError, resolve_check_configs
+
+    with pytest.raises(GateError, match=r"unknown config 'nosuch': expected one of default, .*rrf-adaptive, workspace$"):
+        resolve_check_configs(["default", "nosuch"], tmp_path)
+    assert list(resolve_check_configs(["rrf", "workspace"], tmp_path)) == ["rrf", "workspace"]
 
 
 def test_an_out_path_ending_in_json_keeps_the_markdown_beside_it(suite, tmp_path, monkeypatch, capsys):

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hybridmem.config import LABELS_DIRNAME, RankConfig, Settings, load_settings, preset, settings_from_dict
+from hybridmem.config import LABELS_DIRNAME, PRESETS, RankConfig, Settings, load_settings, preset, settings_from_dict
 from hybridmem.embeddings import Embedder
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.eval.datasets import load_dataset
@@ -113,8 +113,10 @@ def resolve_check_configs(names: list[str], workspace: Path | None) -> dict[str,
             if workspace is None:
                 raise GateError("the config 'workspace' needs a dataset with a workspace")
             out[n] = load_settings(workspace=workspace).ranking
-        else:
+        elif n in PRESETS:
             out[n] = preset(n)
+        else:
+            raise GateError(f"unknown config {n!r}: expected one of {', '.join([*PRESETS, WORKSPACE_CONFIG])}")
     return out
 
 

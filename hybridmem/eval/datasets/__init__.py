@@ -53,6 +53,9 @@ def load_dataset(name_or_path: str | Path, queries: str | Path | None = None,
         ds = load_xquad(name.split("-", 1)[1])
     else:
         p = Path(name)
+        if bool(queries) != bool(judgments) and not (p / "meta.json").is_file():
+            raise DatasetError(f"{'--queries' if queries else '--judgments'} needs "
+                               f"{'--judgments' if queries else '--queries'} beside it for the folder {name}")
         if queries or judgments or (p / "meta.json").is_file():
             ds = load_workspace_dataset(p, queries, judgments)
         elif (p / "corpus.jsonl").is_file():

@@ -122,10 +122,10 @@ class Dataset:
         qs = tuple(q for q in self.queries if (split is None or split == "all" or q.split == split)
                    and (cats is None or q.category in cats))
         if not qs:
-            raise DatasetError(
-                f"dataset {self.name!r} has no queries for split={split!r} categories={sorted(cats) if cats else None}"
-                f" (splits: {', '.join(self.splits)}; categories: {', '.join(self.categories)})"
-            )
+            asked = " and ".join([*([f"in split {split!r}"] if split not in (None, "all") else []),
+                                  *([f"of category {', '.join(sorted(cats))}"] if cats else [])]) or "at all"
+            raise DatasetError(f"dataset {self.name!r} has no queries {asked}: its splits are "
+                               f"{', '.join(self.splits) or 'none'}; its categories are {', '.join(self.categories) or 'none'}")
         ids = {q.id for q in qs}
         return replace(self, queries=qs, qrels={k: v for k, v in self.qrels.items() if k in ids})
 
