@@ -154,6 +154,19 @@ def test_bad_folders_show_an_error_not_a_traceback(tmp_path, path_kind, message)
     assert any(message in e.value for e in at.error), [e.value for e in at.error]
 
 
+def test_a_folder_without_memory_is_refused_before_an_index_is_made_in_it(tmp_path):
+    """Choosing a folder by mistake (a home folder, a download) must not leave an empty ``.hybridmem/`` in it."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "No Markdown memory files" in state.without_memory(str(empty))
+    assert not (empty / ".hybridmem").exists()
+    (empty / "MEMORY.md").write_text("# m\n")
+    assert state.without_memory(str(empty)) is None
+    (empty / "MEMORY.md").unlink()
+    MemoryIndex(str(empty), embedder=HashEmbedder()).close()  # an index made earlier: open it, it says what it holds
+    assert state.without_memory(str(empty)) is None
+
+
 def test_user_workspace_folder_is_indexed_and_searched(tmp_path):
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
@@ -451,7 +464,7 @@ def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_p
     log = QueryLog(log_path(ws))
     log.search("claude", "when does the TLS cert expire", {}, "h", [("memory/2026-01-02.md#L1-L4", 0.9)])
     log.get("claude", "memory/2026-01-02.md", 3, 2)
-    log.search("claude", "retry policy for payments", {}, "h", [("memory/ops.md#L1-L4", 0.8)])
+    log.search("claude", "retry_policy for *payments* <b>now</b>", {}, "h", [("memory/ops.md#L1-L4", 0.8)])
     at = page()
     at.selectbox(key="src_kind").set_value("folder").run()
     at.text_input(key="src_path").input(str(ws)).run()
@@ -459,7 +472,8 @@ def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_p
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Agent queries"
     shown = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert shown[0].startswith("**retry policy for payments** :gray-badge[not labeled]")  # newest first
+    assert shown[0].startswith(r"**retry\_policy for \*payments\* &lt;b&gt;now&lt;/b&gt;** :gray-badge[not labeled]")  # newest
+    assert "1 result</small>" in shown[0]  # first, as typed (Markdown and HTML escaped)
     assert any("`memory/2026-01-02.md#L3-L4` (result #1) :orange-badge[suggested relevant]" in m.value
                for m in at.markdown)
     assert not (ws / ".hybridmem-labels").exists()  # a suggestion is not a judgment
@@ -470,7 +484,7 @@ def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_p
     at.button(key="qlog_label_0").click().run()  # one click: the logged query opens in the inspector
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Search inspector" and at.text_input(key="inspector_query").value == \
-        "retry policy for payments"
+        "retry_policy for *payments* <b>now</b>"
 
 
 def test_label_in_the_inspector_keeps_the_sidebars_folder_and_labels_it(tmp_path):

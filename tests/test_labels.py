@@ -190,3 +190,15 @@ def test_labels_cli_import_and_list(ws, tmp_path_factory, capsys):
     out = json.loads(capsys.readouterr().out)
     assert (out["labeled"], out["queries"][0]["text"], out["queries"][0]["evidence"]) == (
         1, "tls", ["memory/2026-01-02.md#L1-L4 (file)"])
+    assert (out["queries"][0]["split"], out["queries"][0]["category"]) == ("test", "")
+    demo = src.parent / "demo"  # the demo set's format carries each query's split and category
+    demo.mkdir()
+    (demo / "queries.jsonl").write_text(json.dumps({"id": "d1", "text": "cert renewal", "split": "train",
+                                                    "category": "ops"}) + "\n")
+    (demo / "judgments.jsonl").write_text(json.dumps({"query_id": "d1", "path": "memory/2026-01-02.md",
+                                                      "start_line": 1, "end_line": 2}) + "\n")
+    assert main(["labels", "import", str(demo), str(ws)]) == 0
+    capsys.readouterr()
+    assert main(["labels", "list", str(ws)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "1 rel / 0 not  [test]  tls" in lines[1] and "1 rel / 0 not  [train] [ops]  cert renewal" in lines[3]

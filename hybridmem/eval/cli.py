@@ -242,7 +242,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
     rows = []
     for q in store.queries():
         js = [j for j in judgments if j.query_id == q.id]
-        rows.append({"id": q.id, "text": q.text, "source": q.source, "relevant": sum(j.grade > 0 for j in js),
+        rows.append({"id": q.id, "text": q.text, "source": q.source, "split": q.split, "category": q.category,
+                     "relevant": sum(j.grade > 0 for j in js),
                      "not_relevant": sum(j.grade == 0 for j in js),
                      "evidence": [f"{j.path}#L{j.start_line}-L{j.end_line}" + (" (file)" if j.whole_file else "")
                                   for j in js if j.grade > 0]})
@@ -256,7 +257,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
     print(f"{c['labeled']} labeled queries ({c['queries']} in all), {c['relevant']} relevant and "
           f"{c['judgments'] - c['relevant']} not-relevant judgments in {store.dir}")
     for r in rows:
-        print(f"{r['id']}  {r['relevant']} rel / {r['not_relevant']} not  {r['text']}")
+        tags = " ".join(f"[{t}]" for t in (r["split"], r["category"]) if t)
+        print(f"{r['id']}  {r['relevant']} rel / {r['not_relevant']} not  {tags}  {r['text']}")
         for e in r["evidence"]:
             print(f"      {e}")
     return 0

@@ -96,9 +96,9 @@ def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None
     left = unjudged(items, judgments)
     counts = store.counts()
     c1, c2 = st.columns([5, 1])
-    c1.caption(f"Pool: {len(items)} chunk{'' if len(items) == 1 else 's'} from the top {POOL_DEPTH} of {', '.join(configs)} · "
-               f"**{left} still unjudged** · this workspace: {counts['labeled']} labeled queries, "
-               f"{counts['judgments']} judgments in `{Path(store.dir).name}/`")
+    c1.caption(f"Pool: {views.count(len(items), 'chunk')} from the top {POOL_DEPTH} of {', '.join(configs)} · "
+               f"**{left} still unjudged** · this workspace: {views.count(counts['labeled'], 'labeled query')}, "
+               f"{views.count(counts['judgments'], 'judgment')} in `{Path(store.dir).name}/`")
     c2.button("Undo", key="lab_undo", icon=":material/undo:", disabled=not store.can_undo(),
               on_click=_undo, args=(workspace,))
     for it in items:

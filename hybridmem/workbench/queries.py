@@ -69,7 +69,8 @@ def render() -> None:
         with st.container(border=True):
             badge = (f":green-badge[labeled: {sum(j.grade > 0 for j in js)} relevant]" if lq is not None
                      else ":gray-badge[not labeled]")
-            st.markdown(f"**{q.query}** {badge}  \n<small>{q.time} · {q.client} · {len(q.results)} results</small>",
+            st.markdown(f"**{views.literal(q.query)}** {badge}  \n<small>{views.literal(q.time)} · "
+                        f"{views.literal(q.client)} · {views.count(len(q.results), 'result')}</small>",
                         unsafe_allow_html=True)
             for k, s in enumerate(q.suggestions):
                 a, b = st.columns([5, 1], vertical_alignment="center")

@@ -229,6 +229,28 @@ def check_workspace(path: str) -> str | None:
     return None
 
 
+def without_memory(path: str) -> str | None:
+    """A message when the folder ``path`` holds no memory file and no index yet (so opening it would only create an
+    empty ``.hybridmem/`` in a folder the user may have chosen by mistake), else None."""
+    from hybridmem.config import resolve_index_path
+    from hybridmem.sources import discover
+
+    ws = Path(path).expanduser()
+    try:
+        settings = load_settings(workspace=ws)
+    except HybridMemError:
+        return None  # opening it says what is wrong with its settings
+    index = resolve_index_path(None, ws.absolute(), settings)
+    if (not isinstance(index, Path) or not index.exists()) and not discover(ws, settings.sources):
+        return no_memory_text(path)
+    return None
+
+
+def no_memory_text(path: str) -> str:
+    return (f"No Markdown memory files in {path}: expected MEMORY.md, memory.md or memory/**/*.md (or "
+            "sessions/*.jsonl). Add notes there, or choose another folder in the sidebar.")
+
+
 def generation(idx: MemoryIndex) -> str:
     """Changes whenever the index is synced, so cached retrievals of an older index are not reused."""
     return idx.generation()

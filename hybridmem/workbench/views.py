@@ -8,6 +8,7 @@ each leg's term of the fused score is ``Hit.vector_part`` / ``text_part``); noth
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -31,6 +32,25 @@ def fail(message: str) -> None:
     st.stop()
 
 
+def count(n: int, noun: str) -> str:
+    """``1 query``, ``2 queries``, ``1 chunk``, ``0 chunks``: the count and the noun in its number."""
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{n} {noun}s"
+
+
+def literal(text: str) -> str:
+    r"""``text`` shown as typed inside Markdown (``unsafe_allow_html`` or not): HTML escaped, and every character
+    Markdown, LaTeX or Streamlit's ``:badge[...]``/``:emoji:`` directives read backslash-escaped.
+
+    Example:
+        >>> literal("retry_backoff_ms *x* <b>")
+        'retry\\_backoff\\_ms \\*x\\* &lt;b&gt;'
+    """
+    escaped = html.escape(text, quote=False)
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~$:])", r"\\\1", escaped)
+
+
 def write_refused() -> None:
     """Say why the last click saved nothing (:func:`state.may_write` refused a workspace the sidebar did not show)."""
     message = st.session_state.pop(state.WRITE_REFUSED_KEY, None)
@@ -40,7 +60,7 @@ def write_refused() -> None:
 
 def open_workspace(source: state.Source) -> MemoryIndex:
     """The cached index of ``source``'s workspace, synced (with progress) when it is empty; errors stop the page."""
-    problem = state.check_workspace(source.workspace)
+    problem = state.check_workspace(source.workspace) or state.without_memory(source.workspace)
     if problem:
         fail(problem)
     try:
@@ -50,8 +70,7 @@ def open_workspace(source: state.Source) -> MemoryIndex:
     except HybridMemError as exc:
         fail(state.error_text(exc))
     if idx.counts()["files"] == 0:
-        fail(f"No Markdown memory files in {source.workspace}: expected MEMORY.md, memory.md or memory/**/*.md "
-             "(or sessions/*.jsonl). Add notes there, or choose another folder in the sidebar.")
+        fail(state.no_memory_text(source.workspace))
     return idx
 
 
