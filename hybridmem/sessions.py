@@ -26,6 +26,19 @@ from hybridmem.redaction import Redactor, redactor
 ROLES = {"user": "User", "assistant": "Assistant"}
 
 NO_REDACTION = Redactor((), None)  # sources.redact_sessions = false
+_ROLE_LABEL = re.compile(r"^(?:%s): " % "|".join(ROLES.values()), re.MULTILINE)
+
+
+def keyword_text(text: str) -> str:
+    r"""A transcript chunk's text as the keyword leg indexes it: without the ``User:`` / ``Assistant:`` label that
+    starts each line. Every chunk of every transcript holds them, so as words they matched any query that says
+    "user" (``user table``, ``userProfile``) in every transcript; the text shown and embedded keeps them.
+
+    Example:
+        >>> keyword_text("User: rotate the user token\nAssistant: done")
+        'rotate the user token\ndone'
+    """
+    return _ROLE_LABEL.sub("", text)
 
 
 def compile_redactions(extra: Sequence[str] = ()) -> Redactor:

@@ -103,6 +103,24 @@ def test_citations_point_at_jsonl_lines(tmp_path: Path) -> None:
         assert hit.citation == "sessions/s2.jsonl#L4" and hit.source == "sessions"
 
 
+def test_role_labels_are_not_keyword_terms(tmp_path: Path) -> None:
+    """Every transcript line starts with User: or Assistant:, so as words they matched any query about users."""
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "memory").mkdir()
+    (ws / "memory" / "db.md").write_text("# db\n\nThe user table migration runs on Sundays.\n")
+    (ws / "sessions" / "s1.jsonl").write_text("\n".join([msg("user", "deploy the billing service"),
+                                                         msg("assistant", "deployed billing at noon")]) + "\n")
+    (ws / "sessions" / "s2.jsonl").write_text(msg("user", "which user owns the cron job?") + "\n")
+    with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"}), embedder=None) as idx:
+        idx.sync()
+        cited = [h.citation for h in idx.search("user", min_score=0.0, answer_threshold=0.0).results]
+        assert sorted(cited) == ["memory/db.md#L1-L3", "sessions/s2.jsonl#L1"]  # a user the text names; no label
+        assert [h.citation for h in idx.search("assistant", min_score=0.0, answer_threshold=0.0).results] == []
+        hit = idx.search("billing", min_score=0.0, answer_threshold=0.0).results[0]
+        assert hit.snippet.startswith("User: deploy the billing service")  # shown as written
+
+
 def test_session_scope_follows_the_configured_session_folders(tmp_path: Path) -> None:
     """``session=`` finds a transcript in whichever configured folder holds it, not only ``sessions/``."""
     ws = tmp_path / "ws"

@@ -74,4 +74,5 @@ MAX_QUERY_CHARS = 2_000
 
 # Bumped when tokenization.py changes the tokens it gives for the same settings, so indexes are rebuilt.
 # 2: n-grams of grapheme clusters in Thai, Lao, Myanmar and Khmer (were code points).
-TOKENIZER_VERSION = 2
+# 3: a transcript's User:/Assistant: line labels are not indexed as words (sessions.keyword_text).
+TOKENIZER_VERSION = 3

@@ -17,6 +17,7 @@ from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
 from hybridmem.records import Document
+from hybridmem.sessions import keyword_text
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import try_sync_lock
@@ -64,11 +65,13 @@ class PreparedDoc:
 def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> PreparedDoc:
     """Chunk and tokenize one document (no I/O)."""
     chunks = []
+    transcript = doc.source == "sessions" and doc.line_map is not None  # sessions.parse_transcript's lines
     for c in chunk_text(doc.text, settings.chunking, doc.line_map):
         chunks.append(
             {
                 "start_line": c.start_line, "end_line": c.end_line, "hash": c.hash, "text": c.text,
-                "tokens": " ".join(tokenize(c.text, settings.tokenizer)), "timestamp": doc.timestamp,
+                "tokens": " ".join(tokenize(keyword_text(c.text) if transcript else c.text, settings.tokenizer)),
+                "timestamp": doc.timestamp,
                 "evergreen": doc.evergreen,
             }
         )
