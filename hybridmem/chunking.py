@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Iterator, Sequence
 
 from hybridmem.config import ChunkingConfig
@@ -24,6 +25,13 @@ _LINE_RE = re.compile(r"\r\n|\r|\n")
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def chunk_hash(text: str) -> str:
+    """A chunk's key in the embedding caches: the sha256 of its text in Unicode NFC, the form the e5 provider
+    embeds (``embeddings/e5.py: _clean``), so a note saved decomposed (macOS, some Vietnamese keyboards) shares the
+    vector of the same text composed, and never reuses a vector embedded before that normalization."""
+    return sha256(unicodedata.normalize("NFC", text))
 
 
 def _segments(lines: Sequence[str], max_chars: int) -> Iterator[tuple[int, str]]:
@@ -42,7 +50,7 @@ def _make(buf: list[tuple[int, str]], line_map: Sequence[int] | None) -> Chunk |
     start, end = buf[0][0], buf[-1][0]
     if line_map is not None:
         start, end = line_map[start - 1], line_map[end - 1]
-    return Chunk(start_line=start, end_line=end, text=text, hash=sha256(text))
+    return Chunk(start_line=start, end_line=end, text=text, hash=chunk_hash(text))
 
 
 def chunk_lines(

