@@ -41,6 +41,8 @@ def read_memory(
         row = next(({"abspath": f.abspath, "source": f.source, "path": f.path}
                     for f in discover(workspace, sources) if f.path == key), None)
     if row is None or not row.get("abspath"):
+        if workspace is not None and not any(os.path.lexists(workspace / k) for k in {key, path}):
+            raise PathError(f"no such memory file: {path!r} (search memory for its path, or check the name)")
         raise PathError(f"not an indexed memory file: {path!r} (only MEMORY.md, memory/**/*.md, extra paths and "
                         "session transcripts can be read)")
     return read_lines(Path(row["abspath"]), row["source"], key, workspace, sources, from_line, lines)

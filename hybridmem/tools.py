@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
-from hybridmem.errors import HybridMemError
+from hybridmem.errors import ArgumentError, HybridMemError
 from hybridmem.sources import SOURCES
 
 CITATION_MODES = ("on", "off", "auto")
@@ -51,6 +51,12 @@ def nothing_found(resp: Any) -> str:
         return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
                 f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g}.")
     if not ranking.candidates:
+        cands = getattr(resp, "candidates", None)
+        ran = [leg for leg, searched, weight in (
+            ("keyword", getattr(cands, "keyword_searched", True), config.text_weight),
+            ("vector", getattr(cands, "vector_searched", True), config.vector_weight)) if searched and weight > 0]
+        if len(ran) == 1:
+            return f"{NOTHING_FOUND} The {ran[0]} search found no candidate (the only one this search ran)."
         return f"{NOTHING_FOUND} Neither the keyword nor the vector search found a candidate."
     return f"{NOTHING_FOUND} No candidate scored {config.min_score:g} or more."
 
@@ -283,6 +289,8 @@ class MemoryTools:
             return _error(str(exc), bad_arguments=True)
         try:
             return json.dumps(handler(checked), ensure_ascii=False)
+        except ArgumentError as exc:
+            return _error(str(exc), bad_arguments=True)
         except HybridMemError as exc:
             return _error(str(exc))
         except Exception as exc:  # noqa: BLE001 - a tool must never raise into the agent loop
@@ -291,6 +299,8 @@ class MemoryTools:
     def memory_search(self, args: dict[str, Any]) -> dict[str, Any]:
         """``memory_search`` with raw arguments (checked here) or already checked ones."""
         a = parse_args(args, SEARCH_ARGS)
+        if not a["query"].strip():
+            raise ArgumentError("query is empty: give the words to search for")
         overrides = {k: a[k] for k in ("max_results", "min_score") if k in a}
         scope = {k: a.get(k) for k in ("source", "session")}
         if "path_prefix" in a:

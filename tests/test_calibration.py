@@ -167,6 +167,8 @@ def test_chocolate_cake_returns_nothing_keyword_only(tmp_path: Path) -> None:
         assert recall(idx, "chocolate cake recipe") == ""
         out = json.loads(MemoryTools(idx).handle("memory_search", {"query": "chocolate cake recipe"}))
         assert out["results"] == [] and out["message"].startswith(NOTHING_FOUND)
+        out = json.loads(MemoryTools(idx).handle("memory_search", {"query": "zzqqxx"}))
+        assert out["message"].endswith("The keyword search found no candidate (the only one this search ran).")
         for path, q in CAKE_QUERIES.items():
             res = idx.search(q).results
             assert res and res[0].path == path, q

@@ -397,6 +397,7 @@ def small_index(tmp_path: Path):
         ("notes.md", "not an indexed memory file"),
         ("memory/data.bin", "not an indexed memory file"),
         (".hybridmem/index.sqlite", "not an indexed memory file"),
+        ("memory/topic-9999.md", "no such memory file: 'memory/topic-9999.md'"),
         ("memory/topic-0000.md\x00.txt", "NUL byte"),
         ("", "path is empty"),
     ],

@@ -125,6 +125,8 @@ def test_tools_over_backend_manager_fall_back_and_never_raise(workspace):
         ("memory_search", {"query": "x", "max_results": 2, "maxResults": 3}, "max_results given twice"),
         ("memory_get", {"path": "MEMORY.md", "from": float("-inf")}, "from must be an integer, got -inf"),
         ("memory_get", {"path": "MEMORY.md", "lines": 2001}, "lines must be between 1 and 2000, got 2001"),
+        ("memory_search", {"query": " \t "}, "query is empty: give the words to search for"),
+        ("memory_search", {"query": ""}, "query is empty: give the words to search for"),
     ],
 )
 def test_bad_numbers_are_bad_arguments_not_an_outage(tools, name, args, message):
