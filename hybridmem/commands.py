@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable, NoReturn
+import sys
+from typing import Any, Callable, NoReturn, Sequence
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -40,7 +41,18 @@ class Parser(argparse.ArgumentParser):
     """A usage mistake is one line on stderr and exit 2, as every other user mistake (argparse prints the whole
     usage first); ``--help`` still shows it. Subcommands' parsers are of the same class."""
 
+    _argv: list[str] = []
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        command = self._argv[0] if self._argv else ""
+        if message.startswith("unrecognized arguments: -") and command in ("search", "recall"):
+            first = message.split(": ", 1)[1].split()[0]
+            self.exit(2, f"{self.prog}: error: {message}; if '{first}' is the query, put it after every option and "
+                         f"'--': {self.prog} {command} [OPTIONS] -- '{first}' [WORKSPACE]\n")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

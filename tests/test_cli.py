@@ -80,6 +80,12 @@ def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, message):
     assert stop.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
     assert err.rstrip().endswith(f"(see {message.split(': ')[0]} --help)")
     with pytest.raises(SystemExit) as stop:
+        main(["search", "--dry-run", "ws"])  # a query that looks like an option: say how to give it
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(
+        "hybridmem: error: unrecognized arguments: --dry-run; if '--dry-run' is the query, put it after every option "
+        "and '--': hybridmem search [OPTIONS] -- '--dry-run' [WORKSPACE]"), err
+    with pytest.raises(SystemExit) as stop:
         main(["search", "--help"])
     assert stop.value.code == 0 and "usage: hybridmem search" in capsys.readouterr().out
 
