@@ -5,7 +5,8 @@
 * :class:`Watcher` watches the workspace (and extra paths) with ``watchdog``. A change to a ``.md`` or ``.jsonl`` file
   marks the index dirty at once (so a search made before the debounce ends syncs first, when ``sync.sync_on_search``
   is on) and (re)starts a debounce timer (``sync.watch_debounce_s``, 1.5 s by default); when it fires, a sync is
-  requested. With ``sync.interval_s > 0`` a sync is also requested periodically. It watches the workspace and every
+  requested. A file that never stops changing (an agent's live transcript) does not hold the others back: a sync
+  starts at most ``sync.watch_max_wait_s`` (10 s) after the first change it has not seen. With ``sync.interval_s > 0`` a sync is also requested periodically. It watches the workspace and every
   configured memory place outside it; :meth:`Watcher.rearm` re-reads them after a settings reload.
 * ``hybridmem watch [WORKSPACE]`` runs a first sync, then watches until interrupted, printing one line per sync.
 
@@ -124,6 +125,8 @@ class Watcher:
         self.index = index
         sync_cfg = index.settings.sync
         self.debounce_s = sync_cfg.watch_debounce_s if debounce_s is None else debounce_s
+        self.max_wait_s = max(self.debounce_s, sync_cfg.watch_max_wait_s)
+        self._first_change: float | None = None  # monotonic time of the first change no sync has started on
         self.interval_s = sync_cfg.interval_s if interval_s is None else interval_s
         self.coordinator = SyncCoordinator(index.sync, on_report, on_error)
         self.events = 0
@@ -153,15 +156,20 @@ class Watcher:
         self.events += 1
         self.index.dirty = True
         with self._timer_lock:
+            now = time.monotonic()
+            if self._first_change is None:
+                self._first_change = now
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = threading.Timer(self.debounce_s, self._fire)
+            delay = min(self.debounce_s, max(0.0, self._first_change + self.max_wait_s - now))
+            self._timer = threading.Timer(delay, self._fire)
             self._timer.daemon = True
             self._timer.start()
 
     def _fire(self) -> None:
         with self._timer_lock:
             self._timer = None
+            self._first_change = None
         self.coordinator.request()
 
     def _interval_loop(self) -> None:

@@ -97,6 +97,35 @@ def test_debounce_gives_one_sync_after_changes_settle(ws: Path) -> None:
     idx.close()
 
 
+def test_a_file_that_never_stops_changing_does_not_hold_a_sync_back(ws: Path) -> None:
+    """A live transcript changes every second; a debounce alone restarted on each change and never synced (a QA run:
+    a new note written beside it was not searchable for 28 s). A sync starts at most watch_max_wait_s after the first
+    change it has not seen."""
+    from hybridmem.config import Settings
+
+    settings = Settings().override(sync={"watch_debounce_s": 0.3, "watch_max_wait_s": 1.0})
+    idx = MemoryIndex(ws, embedder=HashEmbedder(), settings=settings)
+    synced: list[float] = []
+    w = Watcher(idx, interval_s=0, on_report=lambda r: synced.append(time.monotonic()))
+    start = time.monotonic()
+    (ws / "memory" / "important.md").write_text("the vault code is 4417\n")
+    w.notify(str(ws / "memory" / "important.md"))
+    log = ws / "memory" / "log.md"
+    while time.monotonic() - start < 3.0:  # a change every 0.1 s, under the debounce
+        with log.open("a") as fh:
+            fh.write("tick\n")
+        w.notify(str(log))
+        time.sleep(0.1)
+    assert synced and synced[0] - start < 1.6, [t - start for t in synced]  # 1.0 s and the sync itself
+    assert 2 <= len(synced) <= 4  # about one a second while it goes on, not one per change
+    assert w.wait_idle(10)
+    assert idx.search("vault code", min_score=0.0, answer_threshold=0.0).results[0].path == "memory/important.md"
+    w.stop()
+    idx.close()
+    with pytest.raises(Exception, match="watch_max_wait_s"):
+        Settings().override(sync={"watch_debounce_s": 5, "watch_max_wait_s": 2})
+
+
 def test_relevant_filters_events(ws: Path) -> None:
     idx = MemoryIndex(ws, embedder=HashEmbedder())
     w = Watcher(idx, debounce_s=0.1)

@@ -166,12 +166,17 @@ class SyncConfig:
 
     sync_on_search: bool = True  # sync first when a watcher marked the index dirty
     watch_debounce_s: float = 1.5
+    # the longest a change waits while others keep coming (an agent's live transcript changes every second, and a
+    # debounce alone would never end): at most this long after the first change since the last sync, a sync starts
+    watch_max_wait_s: float = 10.0
     interval_s: float = 0.0  # 0 = no periodic sync
     session_delta_bytes: int = 100_000
     session_delta_messages: int = 50
 
     def __post_init__(self) -> None:
         _check(self.watch_debounce_s >= 0, "sync.watch_debounce_s", self.watch_debounce_s, ">= 0")
+        _check(self.watch_max_wait_s >= self.watch_debounce_s, "sync.watch_max_wait_s", self.watch_max_wait_s,
+               f">= sync.watch_debounce_s ({self.watch_debounce_s:g})")
         _check(self.interval_s >= 0, "sync.interval_s", self.interval_s, ">= 0")
         _check(_is_int(self.session_delta_bytes) and self.session_delta_bytes >= 0,
                "sync.session_delta_bytes", self.session_delta_bytes, "an integer >= 0")
