@@ -55,17 +55,34 @@ class MemoryIndex:
             self.index_path = self.store.path
         lazy = embedder == _AUTO
         self._embedder = LazyEmbedder(self.settings.embedding, None if lazy else embedder, lazy=lazy)  # type: ignore[arg-type]
-        self.syncer = Syncer(self.store, self.settings, self.workspace, self._embedder)
-        self.retriever = Retriever(self.store, self.settings, self._embedder, self.syncer.identity,
-                                   on_provider_switch=lambda: setattr(self, "dirty", True))
+        self._attach(self.store)
         self._lock = threading.RLock()
         self.dirty = False
         self.last_sync: SyncReport | None = None
+        self._retired: list[Any] = []  # stores of index files deleted or replaced under this process
+
+    def _attach(self, store: Any) -> None:
+        self.store = store
+        self.syncer = Syncer(store, self.settings, self.workspace, self._embedder)
+        self.retriever = Retriever(store, self.settings, self._embedder, self.syncer.identity,
+                                   on_provider_switch=lambda: setattr(self, "dirty", True))
         # ({"embedded": N, "total": M}, "vectors for N of M chunks ..." while embedding lags), once per generation
-        self.vector_progress = VectorCount(self.store)
+        self.vector_progress = VectorCount(store)
+
+    def _reopen_if_lost(self) -> None:
+        """The index file was deleted or replaced since this process opened it (someone removed it, and perhaps ran
+        `hybridmem index`): open the file that is there now, made anew when there is none, so a long-lived process
+        (a watcher, a server) goes on indexing into the index every other command reads. The old store stays open
+        until :meth:`close` (a search may still be reading it)."""
+        if self.store.backend != "sqlite" or not self.store.file_lost():
+            return
+        self._retired.append(self.store)
+        self._attach(open_store(self.settings, self.index_path))
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:
+        for old in self._retired:
+            old.close()
         self.store.close()
 
     def __enter__(self) -> "MemoryIndex":
@@ -106,6 +123,7 @@ class MemoryIndex:
         """Bring the index up to date with the workspace (new, changed and deleted files, by content hash); a
         settings change or ``force`` reindexes in full, atomically. See :meth:`hybridmem.sync.Syncer.sync`."""
         with self._lock:
+            self._reopen_if_lost()
             report = self.syncer.sync(force=force, progress=progress, wait=wait, embed_limit=embed_limit,
                                       defer_sessions=defer_sessions)
             self.retriever.drop_caches()

@@ -155,6 +155,34 @@ def test_index_deleted_while_indexing_is_an_error_not_a_success(tmp_path: Path) 
 
         with pytest.raises(HybridMemError, match=r"index\.sqlite was deleted while indexing, so nothing was saved"):
             idx.sync(progress=delete_the_index)
+        # the next sync (a watcher's, a server's) makes the index anew where it was, and it holds everything
+        report = idx.sync()
+        assert report.files == 5 and idx.index_path.exists()
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as fresh:
+        assert fresh.status()["files"] == 5
+
+
+def test_a_long_lived_index_follows_an_index_file_made_anew(tmp_path: Path) -> None:
+    """A watcher ran on while its index was deleted and the user ran `hybridmem index` as told: every later sync said
+    the file "was replaced by another file" and wrote nothing, so new notes stayed unfindable and deleted ones stayed
+    found. It now opens the file that is there."""
+    ws = small_ws(tmp_path / "ws")
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as watcher:
+        watcher.sync()
+        for p in watcher.index_path.parent.glob("index.sqlite*"):
+            p.unlink()
+        with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as cli:  # `hybridmem index`
+            cli.sync()
+        (ws / "memory" / "later.md").write_text("the quokka census happens in May\n")
+        first = ws / "memory" / "note-0.md"
+        first.unlink()
+        report = watcher.sync()
+        assert report.added == 1 and report.deleted == 1
+        hits = watcher.search("quokka census", min_score=0.0, answer_threshold=0.0).results
+        assert hits and hits[0].path == "memory/later.md"
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as reader:  # what every other command reads
+        assert reader.search("quokka census", min_score=0.0, answer_threshold=0.0).results[0].path == "memory/later.md"
+        assert f"memory/{first.name}" not in reader.store.files() and "memory/later.md" in reader.store.files()
 
 
 def test_garbage_inside_the_index_is_found_by_status_and_search_and_rebuilt(
