@@ -13,7 +13,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from hybridmem.commands import COMMANDS, Parser, command, open_index, print_json, require_index, settings_of
+from hybridmem.commands import (
+    COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
+)
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.config.calibration import joint_model
 from hybridmem.errors import HybridMemError
@@ -407,13 +409,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _corrupt_index(exc: BaseException) -> bool:
-    """An SQLite ``DatabaseError`` (any driver's) that says the file is damaged."""
-    from hybridmem.store.connection import is_corruption
-
-    return any(c.__name__ == "DatabaseError" for c in type(exc).__mro__) and is_corruption(exc)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -430,11 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:
-        # a damaged page met after the index opened (the header and schema read fine): one line, not a traceback
-        if os.environ.get("HYBRIDMEM_DEBUG") or not _corrupt_index(exc):
+        message = None if os.environ.get("HYBRIDMEM_DEBUG") else storage_failure(exc)
+        if message is None:
             raise
-        print(f"hybridmem: error: the index is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`",
-              file=sys.stderr)
+        print(f"hybridmem: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -91,4 +91,25 @@ def require_index(args: argparse.Namespace) -> None:
         return
     path = resolve_index_path(args.index, resolve_workspace(args.workspace), settings)
     if str(path) != ":memory:" and not os.path.exists(path):
+        from hybridmem.store.connection import refuse_non_index
+
+        refuse_non_index(path)  # a file where its folder should be: say so, not "index builds it"
         raise ArgumentError(f"no index at {path}: `hybridmem index` builds it")
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """One sentence for what the index's storage raised after it opened, or None (a bug: let it show): a damaged page
+    (the header and schema read fine), or a full disk (SQLite's SQLITE_FULL, the file system's ENOSPC)."""
+    import errno
+
+    from hybridmem.store.connection import is_corruption
+
+    if any(c.__name__ == "DatabaseError" for c in type(exc).__mro__) and is_corruption(exc):
+        return f"the index is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if "database or disk is full" in str(cause) or getattr(cause, "errno", None) == errno.ENOSPC:
+            return (f"the disk is full ({cause}): the index keeps what it held before; free some space and run the "
+                    "command again")
+        cause = cause.__cause__ or cause.__context__
+    return None

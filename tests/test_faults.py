@@ -289,6 +289,44 @@ def test_search_process_while_another_syncs_has_zero_errors(tmp_path: Path) -> N
 # -- corrupt index ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("blocked", ["folder is a file", "index is a folder"])
+def test_a_file_or_folder_in_the_index_s_way_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                             blocked: str) -> None:
+    """`.hybridmem` made a file, or `index.sqlite` a folder: every command raised NotADirectoryError or SQLite's
+    "unable to open database file" as a traceback (and `status` said `hybridmem index` would build it)."""
+    ws = make_workspace(tmp_path / "ws", files=2, lines=3)
+    if blocked == "folder is a file":
+        (ws / ".hybridmem").write_text("")
+        why = f"{ws / '.hybridmem'} is a file, not a folder; move it away, or give --index a path of its own"
+    else:
+        (ws / ".hybridmem" / "index.sqlite").mkdir(parents=True)
+        why = "index.sqlite is a folder, not an index file: move it away, or give --index a file path of its own"
+    for argv in (["index", str(ws), "--keyword-only"], ["status", str(ws)], ["search", "x", str(ws), "--no-sync"],
+                 ["get", "memory/topic-0000.md", str(ws)]):
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_a_full_disk_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's SQLITE_FULL (a fake: filling a real disk needs a mount of its own) reaches the user as a sentence."""
+    import sqlite3
+
+    from hybridmem.sync.syncer import Syncer
+
+    ws = make_workspace(tmp_path / "ws", files=2, lines=3)
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Syncer, "sync", full)
+    assert cli_main(["index", str(ws), "--keyword-only"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("hybridmem: error: the disk is full (database or disk is full): the index keeps what it held "
+                   "before; free some space and run the command again\n")
+
+
 def test_corrupt_index_gives_clear_error_and_rebuild_works(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     ws = make_workspace(tmp_path / "ws", files=3, lines=10)
     index = ws / ".hybridmem" / "index.sqlite"

@@ -40,7 +40,14 @@ def refuse_non_index(path: str | Path) -> None:
     try:
         with open(p, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except IsADirectoryError:
+        raise NotAnIndexError(f"{p} is a folder, not an index file: move it away, or give --index a file path of its "
+                              "own") from None
+    except NotADirectoryError:
+        blocker = next((a for a in p.parents if a.is_file()), p.parent)
+        raise NotAnIndexError(f"cannot use the index {p}: {blocker} is a file, not a folder; move it away, or give "
+                              "--index a path of its own") from None
+    except (FileNotFoundError, PermissionError):
         return
     if head and head != SQLITE_HEADER[: len(head)] and p.parent.name != INDEX_DIRNAME:
         raise NotAnIndexError(f"{what} (not an SQLite database); refusing to open or overwrite it: give --index a path "
