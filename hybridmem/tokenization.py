@@ -9,6 +9,10 @@ Rules, applied to runs of word characters found in the original text (so spans p
 * Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping n-grams of grapheme
   clusters (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's
   CJKBigramFilter).
+* Spellings a writer chooses freely are one term, in every form of a word: Arabic harakat and tatweel dropped, the
+  alef forms (أ إ آ ٱ) read as ا, ى and Persian ی as ي, Persian ک as ك, ة as ه (Lucene's Arabic and Persian
+  normalizers); a soft hyphen, zero-width space or (non-)joiner inside a word dropped; Turkish ``İ`` read as ``i``;
+  the tone mark of a Vietnamese open ``oa``/``oe``/``uy`` syllable placed on its second vowel (``hòa`` = ``hoà``).
 * Code identifiers: ``payment_processor`` and ``paymentProcessor`` both give ``paymentprocessor``, ``payment`` and
   ``processor``, so the whole name and its parts are findable across naming conventions.
 * Optional English Snowball stemming (PyStemmer) of ASCII words, the ``porter`` of FTS5's ``porter unicode61``.
@@ -52,11 +56,26 @@ _MARKS = (
     "\u0981-\u0983\u09bc-\u09d7\u0a01-\u0a03\u0a3c-\u0a51\u0b01-\u0b03\u0bbe-\u0bcd\u0c00-\u0c04\u0c3e-\u0c56"
     "\u0d00-\u0d03\u0d3e-\u0d4d\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 )
+# Invisible characters that sit inside words without ending them (a subset of Unicode's Default_Ignorable_Code_Point,
+# which NFKC_Casefold removes): a soft hyphen, zero-width space and joiners (Persian writes a zero-width non-joiner
+# inside words, and many type the word without it), word joiner, byte order mark. A word is read without them.
+_IGNORABLE = "\u00ad\u034f\u200b-\u200d\u2060\ufeff"
 _RUN_RE = re.compile(
-    rf"(?P<ns>[{_NOSPACE}]+)|(?P<w>(?:(?![{_NOSPACE}])[\w{_MARKS}])+)"
+    rf"(?P<ns>[{_NOSPACE}]+)|(?P<w>(?:(?![{_NOSPACE}])[\w{_MARKS}{_IGNORABLE}])+)"
 )
 # Pieces of an identifier-like run: ACRONYM followed by Word, Word, lower, digits.
 _PIECE_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+[\w]*?(?=_|$|[A-Z])|[^_\W]+")
+# Applied to every form of a word, accented or folded, as Lucene's Arabic and Persian normalizers do: the optional
+# vowel marks (harakat) and the tatweel dropped, the alef forms with hamza or madda read as a bare alef, alef maqsura
+# and the Persian yeh as yeh, the Persian keheh as kaf, teh marbuta as heh; the invisible characters above dropped.
+# (A writer types these either way; none of them tells two words apart.)
+_ALWAYS = str.maketrans({**{chr(c): None for c in (*range(0x064B, 0x0660), 0x0670, 0x0640, 0x00AD, 0x034F, 0x200B,
+                                                   0x200C, 0x200D, 0x2060, 0xFEFF)},
+                         "\u0622": "\u0627", "\u0623": "\u0627", "\u0625": "\u0627", "\u0671": "\u0627",
+                         "\u0649": "\u064a", "\u06cc": "\u064a", "\u06a9": "\u0643", "\u0629": "\u0647"})
+# Vietnamese writes the tone of an open "oa", "oe", "uy" syllable on either vowel (hòa / hoà, thủy / thuỷ): the mark is
+# read after the second vowel (in NFD, where a tone is a combining mark after its letter).
+_VI_TONE = re.compile("(?<=[ou])([\u0300\u0301\u0303\u0309\u0323])([aey])$")
 _FOLD_EXTRA = str.maketrans({"đ": "d", "Đ": "d", "ø": "o", "ł": "l", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
 _LATINISH_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
@@ -84,7 +103,13 @@ def _stemmer():  # noqa: ANN202
 
 @lru_cache(maxsize=65536)
 def _norm_word(piece: str, fold: bool, stem: bool) -> str:
-    s = unicodedata.normalize("NFKC", piece).casefold()
+    # "İ" casefolds to "i" and a combining dot, which is the capital's, not an accent
+    s = unicodedata.normalize("NFKC", piece).translate(_ALWAYS).casefold().replace("i\u0307", "i")
+    if not s.isascii():
+        d = unicodedata.normalize("NFD", s)
+        moved = _VI_TONE.sub(r"\2\1", d)
+        if moved != d:
+            s = unicodedata.normalize("NFC", moved)
     if fold:
         s = s.translate(_FOLD_EXTRA)
         if not s.isascii():

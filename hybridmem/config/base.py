@@ -75,4 +75,6 @@ MAX_QUERY_CHARS = 2_000
 # Bumped when tokenization.py changes the tokens it gives for the same settings, so indexes are rebuilt.
 # 2: n-grams of grapheme clusters in Thai, Lao, Myanmar and Khmer (were code points).
 # 3: a transcript's User:/Assistant: line labels are not indexed as words (sessions.keyword_text).
-TOKENIZER_VERSION = 3
+# 4: Arabic and Persian letter forms normalized, invisible characters inside words dropped, Turkish İ read as i,
+#    Vietnamese tone marks of open oa/oe/uy syllables in one place (tokenization._ALWAYS, _VI_TONE).
+TOKENIZER_VERSION = 4
