@@ -409,10 +409,11 @@ def _surrogate_warning(lines: tuple[int, ...]) -> str:
     return f"lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) {shown}"
 
 
-def load(sf: SourceFile, config: SourcesConfig | None = None) -> LoadResult:
-    """Read one discovered file into a Document (None for a binary file)."""
+def load(sf: SourceFile, config: SourcesConfig | None = None, max_bytes: int | None = None) -> LoadResult:
+    """Read one discovered file into a Document (None for a binary file); ``max_bytes``: at most that many bytes
+    (cut at a line break, as ``sources.max_file_bytes``, the default, cuts)."""
     cfg = config or SourcesConfig()
-    text, warning = read_text(sf.abspath, cfg.max_file_bytes)
+    text, warning = read_text(sf.abspath, cfg.max_file_bytes if max_bytes is None else max_bytes)
     if warning == BINARY:
         return LoadResult(None, warning)
     if sf.source == "sessions":

@@ -185,6 +185,27 @@ def test_session_reindex_waits_for_50_messages(tmp_path: Path) -> None:
         assert idx.search("53", min_score=0.0, vector_weight=0.0).results
 
 
+def test_a_transcript_rewritten_longer_is_read_now_not_deferred(tmp_path: Path) -> None:
+    """A client that saves the whole session again (new messages, a longer file) was taken for one that appended a
+    few lines: the index served text no longer in the file, cited at lines that say something else now."""
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    p = ws / "sessions" / "live.jsonl"
+    p.write_text("\n".join(msg("user", f"oldtoken{i} was discussed") for i in range(10)) + "\n")
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        assert idx.sync().added == 1
+        p.write_text("\n".join(msg("user", f"newtoken{i} replaces everything said before") for i in range(12)) + "\n")
+        r = idx.sync()
+        assert (r.deferred, r.changed) == (0, 1)
+        assert not idx.search("oldtoken3", min_score=0.0, vector_weight=0.0).results
+        assert idx.search("newtoken11", min_score=0.0, vector_weight=0.0).results[0].citation.startswith(
+            "sessions/live.jsonl#")
+        with p.open("a") as fh:  # appending still waits, and the check of what was indexed is cached
+            fh.write(msg("assistant", "appendedtoken") + "\n")
+        assert (idx.sync().deferred, idx.sync().deferred) == (1, 1)
+        assert idx.syncer._appended
+
+
 def test_hybridmem_index_reads_a_grown_transcript_now(tmp_path: Path, capsys) -> None:
     """The deferral spares a watcher and a search re-reading a live transcript on every change; `hybridmem index`,
     asked to index, reads what was appended (it said "unchanged" and left the new lines unsearchable)."""

@@ -93,6 +93,7 @@ class Syncer:
         self.lock_path: str | None = None if getattr(store, "backend", "sqlite") == "postgres" else store.path
         self.embed_limit: int | None = None  # the running sync's (see sync())
         self.defer_sessions = True  # the running sync's (see sync())
+        self._appended: dict[str, tuple[int, str, bytes]] = {}  # transcripts whose indexed prefix passed (see below)
 
     def running_elsewhere(self) -> bool:
         """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
@@ -312,7 +313,29 @@ class Syncer:
     def _defer_session(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
         sync = self.settings.sync
         return old["abspath"] == sf.abspath and defer_session_reindex(
-            sf.abspath, int(old["size"]), sf.size, sync.session_delta_bytes, sync.session_delta_messages)
+            sf.abspath, int(old["size"]), sf.size, sync.session_delta_bytes, sync.session_delta_messages
+        ) and self._grew_by_appending(sf, old)
+
+    def _grew_by_appending(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
+        """Whether the transcript's first bytes, as many as were indexed, still read as the document that was indexed:
+        a grown file waits only when lines were appended. One rewritten longer (a client that saves the whole session
+        again) is read now: waiting served text no longer in the file, cited at lines that now say something else.
+        The prefix's bytes are hashed on every sync; it is parsed again only when they changed since it last passed."""
+        size = int(old["size"])
+        if size > self.settings.sources.max_file_bytes:
+            return False
+        try:
+            with open(sf.abspath, "rb") as fh:
+                digest = hashlib.sha256(fh.read(size)).digest()
+            if self._appended.get(sf.path) == (size, old["hash"], digest):
+                return True
+            loaded = src.load(sf, self.settings.sources, max_bytes=size)
+        except OSError:
+            return False
+        if loaded.document is None or document_hash(loaded.document) != old["hash"]:
+            return False
+        self._appended[sf.path] = (size, old["hash"], digest)
+        return True
 
     # -- documents -----------------------------------------------------------------------------------------------
     def index_documents(
