@@ -122,6 +122,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             if k == "last_sync" and v:
                 v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
             print(f"{k:>16}: {v}")
+    if status.get("sync_interrupted"):
+        print("note: the last sync stopped before it finished (killed or failed): some files may be missing or out "
+              "of date; `hybridmem index` finishes it", file=sys.stderr)
     if problems:
         print(f"hybridmem: error: the index {status['index_path']} failed its check ({status['integrity']}); "
               "rebuild it with `hybridmem index --rebuild`", file=sys.stderr)

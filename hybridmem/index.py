@@ -214,8 +214,11 @@ class MemoryIndex:
     # -- status --------------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """The index's counts, identity and health, how it searches, and where its last sync got."""
+        report = status_report(self.store, self.retriever, self._embedder, self.vector_progress())
+        started = float(self.store.get_meta("sync_started", "0") or 0)
+        stopped = started > (report["last_sync"] or 0) and not self.indexing_elsewhere()
         return {"workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
-                **status_report(self.store, self.retriever, self._embedder, self.vector_progress()),
+                **report, "sync_interrupted": stopped,
                 "dirty": self.dirty, "fallback_reason": self.fallback_reason if self._embedder.loaded else None,
                 "last_sync_report": self.last_sync.to_dict() if self.last_sync else None}
 

@@ -162,6 +162,25 @@ def test_index_deleted_while_indexing_is_an_error_not_a_success(tmp_path: Path) 
         assert fresh.status()["files"] == 5
 
 
+def test_status_says_when_the_last_sync_was_stopped(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A first `hybridmem index` killed part way left a third of the files in an index whose status said nothing
+    was wrong (integrity ok, not dirty); searches found nothing in the rest."""
+    ws = small_ws(tmp_path / "ws", n=6)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        def stop(stage, done, total):  # noqa: ANN001, ANN202 - a kill, as the process sees it
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            idx.sync(progress=stop)
+        assert idx.status()["sync_interrupted"] is True
+    assert cli_main(["status", str(ws)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: the last sync stopped before it finished") and "`hybridmem index` finishes it" in err
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        assert idx.sync().files == 7 and idx.status()["sync_interrupted"] is False
+    assert cli_main(["status", str(ws)]) == 0 and "note:" not in capsys.readouterr().err
+
+
 def test_a_long_lived_index_follows_an_index_file_made_anew(tmp_path: Path) -> None:
     """A watcher ran on while its index was deleted and the user ran `hybridmem index` as told: every later sync said
     the file "was replaced by another file" and wrote nothing, so new notes stayed unfindable and deleted ones stayed

@@ -187,6 +187,7 @@ class Syncer:
         self.embed_limit, self.defer_sessions = embed_limit, defer_sessions
         try:
             with try_sync_lock(self.lock_path, wait=wait):
+                self.store.set_meta("sync_started", time.time())  # a sync that never reaches _bump was stopped
                 return self._sync(force, progress)
         finally:
             self.embed_limit, self.defer_sessions = None, True
