@@ -73,8 +73,8 @@ _ALWAYS = str.maketrans({**{chr(c): None for c in (*range(0x064B, 0x0660), 0x067
                                                    0x200C, 0x200D, 0x2060, 0xFEFF)},
                          "\u0622": "\u0627", "\u0623": "\u0627", "\u0625": "\u0627", "\u0671": "\u0627",
                          "\u0649": "\u064a", "\u06cc": "\u064a", "\u06a9": "\u0643", "\u0629": "\u0647"})
-# Vietnamese writes the tone of an open "oa", "oe", "uy" syllable on either vowel (hòa / hoà, thủy / thuỷ): the mark is
-# read after the second vowel (in NFD, where a tone is a combining mark after its letter).
+# Vietnamese writes the tone of an open "oa", "oe", "uy" syllable on either vowel (hòa / hoà, thủy / thuỷ): the mark
+# is read after the second vowel (in NFD, where a tone is a combining mark after its letter).
 _VI_TONE = re.compile("(?<=[ou])([\u0300\u0301\u0303\u0309\u0323])([aey])$")
 _FOLD_EXTRA = str.maketrans({"đ": "d", "Đ": "d", "ø": "o", "ł": "l", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
 _LATINISH_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")

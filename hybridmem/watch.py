@@ -6,7 +6,8 @@
   marks the index dirty at once (so a search made before the debounce ends syncs first, when ``sync.sync_on_search``
   is on) and (re)starts a debounce timer (``sync.watch_debounce_s``, 1.5 s by default); when it fires, a sync is
   requested. A file that never stops changing (an agent's live transcript) does not hold the others back: a sync
-  starts at most ``sync.watch_max_wait_s`` (10 s) after the first change it has not seen. With ``sync.interval_s > 0`` a sync is also requested periodically. It watches the workspace and every
+  starts at most ``sync.watch_max_wait_s`` (10 s) after the first change it has not seen. With
+  ``sync.interval_s > 0`` a sync is also requested periodically. It watches the workspace and every
   configured memory place outside it; :meth:`Watcher.rearm` re-reads them after a settings reload.
 * ``hybridmem watch [WORKSPACE]`` runs a first sync, then watches until interrupted, printing one line per sync.
 

@@ -472,8 +472,9 @@ def test_agent_queries_page_suggests_reads_and_saves_only_what_is_accepted(tmp_p
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Agent queries"
     shown = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert shown[0].startswith(r"**retry\_policy for \*payments\* &lt;b&gt;now&lt;/b&gt;** :gray-badge[not labeled]")  # newest
-    assert "1 result</small>" in shown[0]  # first, as typed (Markdown and HTML escaped)
+    # newest first, as typed (Markdown and HTML escaped)
+    assert shown[0].startswith(r"**retry\_policy for \*payments\* &lt;b&gt;now&lt;/b&gt;** :gray-badge[not labeled]")
+    assert "1 result</small>" in shown[0]
     assert any("`memory/2026-01-02.md#L3-L4` (result #1) :orange-badge[suggested relevant]" in m.value
                for m in at.markdown)
     assert not (ws / ".hybridmem-labels").exists()  # a suggestion is not a judgment

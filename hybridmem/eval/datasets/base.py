@@ -125,7 +125,8 @@ class Dataset:
             asked = " and ".join([*([f"in split {split!r}"] if split not in (None, "all") else []),
                                   *([f"of category {', '.join(sorted(cats))}"] if cats else [])]) or "at all"
             raise DatasetError(f"dataset {self.name!r} has no queries {asked}: its splits are "
-                               f"{', '.join(self.splits) or 'none'}; its categories are {', '.join(self.categories) or 'none'}")
+                               f"{', '.join(self.splits) or 'none'}; its categories are "
+                               f"{', '.join(self.categories) or 'none'}")
         ids = {q.id for q in qs}
         return replace(self, queries=qs, qrels={k: v for k, v in self.qrels.items() if k in ids})
 
