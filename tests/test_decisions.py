@@ -653,3 +653,39 @@ def test_gate_table_places_the_gate_and_reads_each_language_with_a_gate_fitted_w
     assert set(t.held_out_false) == {f"xquad-{lang}" for lang in ("aa", "bb", "cc", "dd")}
     assert t.abstention["xquad-aa-cross"] > 0.8 and t.held_out_abstention["xquad-aa-cross"] > 0.8
     assert t.abstention["xquad-dd-cross"] > 0.5 > 0.1 > t.held_out_abstention["xquad-dd-cross"]
+
+
+def test_a_question_in_another_script_than_its_passages_may_be_answered_by_the_crosslingual_gate() -> None:
+    """An English question over notes in Chinese: neither the keyword leg nor the token alignment can read the pair,
+    and the aligned gate, fitted on questions in their passages' language, refused 9 in 10 such answerable questions
+    (XQuAD-R en->zh). There the cross-lingual gate may answer too; in the notes' own script it has no say."""
+    from hybridmem.config.calibration import CROSSLINGUAL_GATES, gate_model
+    from hybridmem.ranking.memo import RankMemo
+    from hybridmem.tokenization import tokenize
+
+    notes = {1: "周一上午九点召开团队周会，讨论发布计划。", 2: "退款会在五个工作日内退回原账户。",
+             3: "服务器每天凌晨两点自动备份数据库。", 4: "ERR_CONN_RESET 出现在支付网关的日志里。"}
+    chunks = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+              for c, t in notes.items()}
+
+    def cands(query: str, first: int = 1, **kw: object) -> Candidates:
+        order = [first] + [c for c in (1, 3, 2, 4) if c != first]
+        vec = tuple(LegHit(c, s, i) for i, (c, s) in enumerate(zip(order, (0.86, 0.80, 0.79, 0.78)), 1))
+        return Candidates(query, tuple(tokenize(query)), keyword=(), vector=vec, chunks=chunks, pool=40,
+                          vector_model="multilingual-e5-small", **kw)  # type: ignore[arg-type]
+
+    def probabilities(c: Candidates) -> tuple[float, float, float]:
+        _, f = decision_features(c, DEFAULT_RANKING)
+        cross = CROSSLINGUAL_GATES["multilingual-e5-small|aligned" if c.alignment else "multilingual-e5-small"]
+        usual = gate_model("multilingual-e5-small", aligned=c.alignment is not None)
+        return (rank(c, DEFAULT_RANKING, now=0.0).answer_probability, answer_probability(f, usual),
+                answer_probability(f, cross))
+
+    for asked in (cands("when is the weekly team meeting?"),
+                  cands("when is the weekly team meeting?", alignment=(0.8, 0.6, 0.8, 0.2, 0.1))):
+        assert RankMemo(asked).other_script()
+        got, usual, cross = probabilities(asked)
+        assert cross > usual and got == pytest.approx(max(usual, cross))
+    same = cands("团队周会是什么时候？")  # the notes' own script: the usual gate alone
+    got, usual, cross = probabilities(same)
+    assert not RankMemo(same).other_script() and got == pytest.approx(usual) and cross > usual
