@@ -36,7 +36,10 @@ the query has an answer in memory; ``rank()`` returns nothing below ``RankConfig
 not take part (weight 0, not searched, or dropped by the adaptive step as blind) reads as having found nothing. Where
 MiniLM's blind vector leg is dropped and the candidates carry the alignment, two models must both answer (the lower
 probability decides): the keyword leg's gate, which tells questions on another topic, and one over the alignment,
-which tells questions that only share the words (:func:`~hybridmem.config.calibration.gate_model`).
+which tells questions that only share the words (:func:`~hybridmem.config.calibration.gate_model`). A question
+written in another script than each of the vector leg's top passages (:func:`other_script`: English over notes in
+Chinese), which neither the keyword leg nor the alignment can read, may also be answered by the model's cross-lingual
+gate (``CROSSLINGUAL_GATES``; the higher probability decides).
 
 Example:
     >>> from hybridmem.config.calibration import Calibration
