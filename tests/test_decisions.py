@@ -689,3 +689,21 @@ def test_a_question_in_another_script_than_its_passages_may_be_answered_by_the_c
     same = cands("团队周会是什么时候？")  # the notes' own script: the usual gate alone
     got, usual, cross = probabilities(same)
     assert not RankMemo(same).other_script() and got == pytest.approx(usual) and cross > usual
+
+
+def test_vietnamese_counts_as_a_script_of_its_own_for_the_crosslingual_gate() -> None:
+    """Vietnamese is Latin letters, some only it writes: a Vietnamese question over English notes was refused 87% of
+    the time (XQuAD-R vi->en, test) and routed nowhere while Latin was one script."""
+    from hybridmem.ranking.gate import dominant_script, other_script
+
+    vi_notes = ["Đã thay lọc gió điều hoà ô tô ở gara Hoàng Long.", "Mẹ mổ mắt ở Bệnh viện Mắt Đà Nẵng."]
+    en_notes = ["The nightly backup runs at 02:30 UTC.", "Linh prefers the Gruvbox theme."]
+    assert dominant_script(vi_notes[:1]) == "VIETNAMESE" and dominant_script(en_notes) == "LATIN"
+    assert other_script("when was the car air filter replaced?", vi_notes)
+    assert other_script("Bản sao lưu hằng đêm chạy lúc mấy giờ?", en_notes)
+    assert not other_script("Mẹ mổ mắt ở bệnh viện nào?", vi_notes)
+    assert not other_script("thay loc gio o dau", en_notes)  # unaccented Vietnamese reads as Latin
+    # a question full of English names has too few of Vietnamese's own letters to be told apart: not sent across
+    assert dominant_script(["Peyton Manning bao nhiêu tuổi khi anh chơi trong Super Bowl 50?"]) == "LATIN"
+    assert not other_script("Peyton Manning bao nhiêu tuổi khi anh chơi trong Super Bowl 50?", vi_notes)
+    assert dominant_script(["Café crème brûlée, naïve señor, İstanbul güzel"]) == "LATIN"  # other accents are not it

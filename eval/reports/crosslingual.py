@@ -4,7 +4,8 @@ XQuAD-R asks the same questions (same ids) in eleven languages of the same artic
 its judgments when asked of language B's sentences; asked of the other half of B's articles it has no answer
 (:func:`hybridmem.eval.abstention.xquad_cross`'s halves). This script collects, for language pairs, the answer gate's
 features as ``rank()`` reads them (``decision_features``), fits the cross-lingual gate on the train split's rows that
-``rank()`` routes to it (the question's script differs from its top passage's; there either gate may answer), places it with the gates' rule (no answerable pair loses more than 2% at the shared threshold), and
+``rank()`` routes to it (the question's script differs from each of its top passages'; there either gate may answer),
+places it with the gates' rule (no answerable pair loses more than 2% at the shared threshold), and
 reports false abstention and abstention per pair, also with each pair left out of the fit.
 
     PYTHONPATH=. python eval/reports/crosslingual.py collect train 300 rows-train.pkl en:zh zh:en ...
@@ -103,8 +104,8 @@ def fit(rows: list[tuple], features: tuple[str, ...]) -> Calibration:
 
 
 def table(rows: list[tuple], gates: dict[str, object]) -> None:
-    print("| pair | routed (answerable / no-answer) | " + " | ".join(f"{n}: false abstention / abstention" for n in gates)
-          + " |")
+    print("| pair | routed (answerable / no-answer) | "
+          + " | ".join(f"{n}: false abstention / abstention" for n in gates) + " |")
     print("|---|---|" + "---|" * len(gates))
     for pair in sorted({r[0] for r in rows}):
         rs = [r for r in rows if r[0] == pair]
@@ -117,7 +118,8 @@ def table(rows: list[tuple], gates: dict[str, object]) -> None:
                     answer_probability(r[2], gate)
                 return p < ANSWER_THRESHOLD
             cells.append(f"{np.mean([refused(r) for r in a]):.1%} / {np.mean([refused(r) for r in n]):.1%}")
-        print(f"| {pair} | {sum(map(routed, a))}/{len(a)} / {sum(map(routed, n))}/{len(n)} | " + " | ".join(cells) + " |")
+        print(f"| {pair} | {sum(map(routed, a))}/{len(a)} / {sum(map(routed, n))}/{len(n)} | "
+              + " | ".join(cells) + " |")
 
 
 def main(argv: list[str]) -> None:

@@ -112,10 +112,10 @@ ANSWER_THRESHOLD = 0.07
 # the other half of the articles gives the no-answer questions), train splits, by eval/reports/crosslingual.py;
 # docs/ranking.md, "Questions in another language than the memory".
 CROSSLINGUAL_GATES: dict[str, Calibration] = {
-    "multilingual-e5-small|aligned": Calibration(('vector_top', 'vector_gap', 'align_mean', 'align_centred'), (4.3876, 38.2089, 41.0948, 23.5536), -17.53,
-        "5020 answerable and 5065 no-answer train questions of XQuAD-R language pairs routed to it (ar->en, de->ru, el->en, en->ar, en->el, en->hi, en->ru, en->th, en->zh, es->ar, hi->en, ru->en, th->en, tr->hi, vi->zh, zh->en, zh->vi); intercept moved so its 2% point is the threshold"),
-    "multilingual-e5-small": Calibration(('vector_top', 'vector_gap'), (8.1363, 69.1436), 28.1923,
-        "5020 answerable and 5065 no-answer train questions of XQuAD-R language pairs routed to it (ar->en, de->ru, el->en, en->ar, en->el, en->hi, en->ru, en->th, en->zh, es->ar, hi->en, ru->en, th->en, tr->hi, vi->zh, zh->en, zh->vi); intercept moved so its 2% point is the threshold"),
+    "multilingual-e5-small|aligned": Calibration(('vector_top', 'vector_gap', 'align_mean', 'align_centred'), (4.9544, 36.4862, 36.4789, 23.4024), -11.7538,
+        "5912 answerable and 5891 no-answer train questions of XQuAD-R language pairs routed to it (ar->en, de->ru, el->en, en->ar, en->el, en->hi, en->ru, en->th, en->vi, en->zh, es->ar, hi->en, ru->en, th->en, tr->hi, vi->de, vi->en, vi->zh, zh->en, zh->vi); intercept moved so its 2% point is the threshold"),
+    "multilingual-e5-small": Calibration(('vector_top', 'vector_gap'), (8.4457, 64.506), 29.4065,
+        "5912 answerable and 5891 no-answer train questions of XQuAD-R language pairs routed to it (ar->en, de->ru, el->en, en->ar, en->el, en->hi, en->ru, en->th, en->vi, en->zh, es->ar, hi->en, ru->en, th->en, tr->hi, vi->de, vi->en, vi->zh, zh->en, zh->vi); intercept moved so its 2% point is the threshold"),
 }
 
 FALLBACK_VECTOR_MODEL = "all-MiniLM-L6-v2"
