@@ -76,8 +76,9 @@ class MemoryIndex:
         until :meth:`close` (a search may still be reading it)."""
         if self.store.backend != "sqlite" or not self.store.file_lost():
             return
+        fresh = open_store(self.settings, self.index_path)  # may fail (what is there now is no index): nothing moves
         self._retired.append(self.store)
-        self._attach(open_store(self.settings, self.index_path))
+        self._attach(fresh)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -203,21 +203,32 @@ def test_memory_status_argument_error_names_no_empty_list(ws: Path) -> None:
 
 
 def test_a_note_saved_but_not_indexed_says_so_and_is_not_an_error(ws: Path) -> None:
-    """The index file is deleted under the running server: the note is saved, and the reply says it is not searchable
-    and why (before: 'indexed: true' whatever happened, or a tool error for a note that was saved)."""
+    """The index file is replaced by garbage under the running server: the note is saved, and the reply says it is
+    not searchable and why (before: 'indexed: true' whatever happened, or a tool error for a note that was saved).
+    An index file deleted under it is made anew, and the note indexed there."""
 
     async def main() -> Any:
         async with _stdio(ws, "--allow-write", "--no-watch") as client:
             await client.call_tool("memory_status", {})
             for p in (ws / ".hybridmem").glob("index.sqlite*"):
                 p.unlink()
-            return await client.call_tool("memory_write", {"text": "The yak shears arrive Monday.",
-                                                           "file": "memory/yak.md"})
+            made_anew = await client.call_tool("memory_write", {"text": "The walrus tusks arrive Friday.",
+                                                                "file": "memory/walrus.md"})
+            found = await client.call_tool("memory_search", {"query": "walrus tusks", "min_score": 0})
+            for p in (ws / ".hybridmem").glob("index.sqlite*"):
+                p.unlink()
+            (ws / ".hybridmem" / "index.sqlite").write_bytes(b"not a database at all " * 200)
+            broken = await client.call_tool("memory_write", {"text": "The yak shears arrive Monday.",
+                                                             "file": "memory/yak.md"})
+            return made_anew, found, broken
 
-    r = asyncio.run(main())
+    made_anew, found, r = asyncio.run(main())
+    assert made_anew.structured_content["indexed"] is True, made_anew.content[0].text
+    assert found.structured_content["results"][0]["path"] == "memory/walrus.md"
     assert not r.is_error, r.content[0].text
     out = r.structured_content
-    assert out["indexed"] is False and "while indexing, so nothing was saved" in out["index_error"]
+    assert out["indexed"] is False and "is corrupt" in out["index_error"]
+    assert (ws / "memory" / "yak.md").read_text(encoding="utf-8") == "The yak shears arrive Monday.\n"
     # the index's sentence is about the index: the agent is told the note itself is saved (PostgreSQL's 'nothing was
     # written: run it again' made an agent write it twice)
     assert out["index_error"].startswith("the note is saved in memory/yak.md, but indexing it failed (")
