@@ -53,10 +53,12 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 from typing import Mapping, Sequence
 
 from hybridmem.config.calibration import Gate
+from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH",
@@ -136,10 +138,6 @@ def dominant_script(texts: Sequence[str]) -> str | None:
         >>> dominant_script(["Ran the 東京 backup job at night"]), dominant_script(["Mẹ mổ mắt ở bệnh viện nào?"])
         ('LATIN', 'VIETNAMESE')
     """
-    from collections import Counter
-
-    from hybridmem.ranking.adaptive import letter_script
-
     heads = [t[:SCRIPT_CHARS] for t in texts]
     if all(h.isascii() for h in heads):  # the common case, at C speed
         return "LATIN" if any(_ASCII_LETTER.search(h) for h in heads) else None
