@@ -15,7 +15,10 @@ Rules, applied to runs of word characters found in the original text (so spans p
   the tone mark of a Vietnamese open ``oa``/``oe``/``uy`` syllable placed on its second vowel (``hòa`` = ``hoà``).
 * Code identifiers: ``payment_processor`` and ``paymentProcessor`` both give ``paymentprocessor``, ``payment`` and
   ``processor``, so the whole name and its parts are findable across naming conventions.
-* Optional English Snowball stemming (PyStemmer) of ASCII words, the ``porter`` of FTS5's ``porter unicode61``.
+* Stemming: English Snowball (PyStemmer) of ASCII words (``tokenizer.stem``, on by default), the ``porter`` of FTS5's
+  ``porter unicode61``; with ``tokenizer.stem_scripts`` (off by default) also Arabic light stemming (light10, as
+  Lucene's ArabicStemmer) of Arabic-script words and Snowball Greek and Russian of Greek and Cyrillic words. Other
+  scripts are not stemmed.
 
 The FTS5 index stores these tokens joined by spaces, and :func:`fts_query` turns a user's query into a MATCH
 expression that cannot contain FTS5 syntax (every term is a quoted token of letters, marks and digits; a term the
@@ -89,20 +92,64 @@ ENGLISH_STOPWORDS = frozenset(
 )
 
 
-@lru_cache(maxsize=1)
-def _stemmer():  # noqa: ANN202
+@lru_cache(maxsize=8)
+def _stemmer(language: str = "english"):  # noqa: ANN202
     try:
         import Stemmer  # PyStemmer
 
-        return Stemmer.Stemmer("english").stemWord
+        return Stemmer.Stemmer(language).stemWord
     except ImportError:  # pragma: no cover - PyStemmer is a core dependency
         import snowballstemmer
 
-        return snowballstemmer.stemmer("english").stemWord
+        return snowballstemmer.stemmer(language).stemWord
+
+
+# Arabic light stemming (Larkey, Ballesteros and Connell's "light10", as Lucene's ArabicStemmer): one article or
+# conjunction+article prefix, then each listed suffix once, in this order, while two letters remain (three after the
+# lone conjunction wa). The forms are written as the normalization above leaves them (teh marbuta as heh).
+_AR_PREFIXES = ("ال", "وال", "بال", "كال", "فال",
+                "لل", "و")
+_AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه",
+                "ه", "ي")
+
+
+def _arabic_light(s: str) -> str:
+    for p in _AR_PREFIXES:
+        if s.startswith(p) and len(s) >= (4 if len(p) == 1 else len(p) + 2):
+            s = s[len(p):]
+            break
+    for x in _AR_SUFFIXES:
+        if s.endswith(x) and len(s) >= len(x) + 2:
+            s = s[:-len(x)]
+    return s
+
+
+def _stem_other(s: str) -> str:
+    """A word of a script one language's stemmer serves: Arabic script (light10, above), Greek (Snowball), Cyrillic
+    (Snowball Russian), Devanagari (Snowball Hindi, a light stemmer); other words as they are."""
+    first = ord(s[0])
+    if 0x0600 <= first <= 0x06FF:
+        return _arabic_light(s)
+    if 0x0370 <= first <= 0x03FF or 0x1F00 <= first <= 0x1FFF:
+        return _stemmer("greek")(s)
+    if 0x0400 <= first <= 0x04FF:
+        return _stemmer("russian")(s)
+    if 0x0900 <= first <= 0x097F:
+        return _stemmer("hindi")(s)
+    return s
+
+
+# What ``stem`` holds below: bit flags of the stemmers that apply (``tokenizer.stem``, ``tokenizer.stem_scripts``).
+STEM_ENGLISH, STEM_SCRIPTS = 1, 2
+
+
+def stem_mode(config: TokenizerConfig) -> int:
+    """The stemmers ``config`` switches on, as :data:`STEM_ENGLISH` | :data:`STEM_SCRIPTS` bits."""
+    return (STEM_ENGLISH if config.stem else 0) | (STEM_SCRIPTS if config.stem_scripts else 0)
 
 
 @lru_cache(maxsize=65536)
-def _norm_word(piece: str, fold: bool, stem: bool) -> str:
+def _norm_word(piece: str, fold: bool, stem: int) -> str:
     # "İ" casefolds to "i" and a combining dot, which is the capital's, not an accent
     s = unicodedata.normalize("NFKC", piece).translate(_ALWAYS).casefold().replace("i\u0307", "i")
     if not s.isascii():
@@ -115,9 +162,17 @@ def _norm_word(piece: str, fold: bool, stem: bool) -> str:
         if not s.isascii():
             s = unicodedata.normalize("NFC", _LATINISH_MARKS.sub("", unicodedata.normalize("NFD", s)))
     s = s[:MAX_TOKEN_CHARS]
-    if stem and len(s) > 3 and s.isascii() and s.isalpha():
-        s = _stemmer()(s)
+    if stem:
+        s = " ".join(_stem(w, stem) for w in s.split(" ")) if " " in s else _stem(s, stem)
     return s
+
+
+def _stem(s: str, mode: int) -> str:
+    if s.isascii():
+        return _stemmer()(s) if mode & STEM_ENGLISH and len(s) > 3 and s.isalpha() else s
+    if not mode & STEM_SCRIPTS or not all(c.isalpha() or unicodedata.category(c)[0] == "M" for c in s):
+        return s  # Devanagari writes its vowels as marks; a word with digits or symbols is not stemmed
+    return _stem_other(s)
 
 
 def _split_identifier(run: str) -> list[tuple[int, int]]:
@@ -199,7 +254,7 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
         [('retrybackoffms', 0, 16), ('retri', 0, 5)]
     """
     cfg = config or _DEFAULT
-    fold, stem, n = cfg.fold_diacritics, cfg.stem, cfg.cjk_ngram
+    fold, stem, n = cfg.fold_diacritics, stem_mode(cfg), cfg.cjk_ngram
     out: list[tuple[str, int, int]] = []
     for m in _RUN_RE.finditer(text):
         run, base = m.group(), m.start()
@@ -216,7 +271,7 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
     return out
 
 
-def _forms(piece: str, fold: bool, stem: bool, twins: int) -> list[str]:
+def _forms(piece: str, fold: bool, stem: int, twins: int) -> list[str]:
     """The tokens of one piece: folded; with ``twins`` 1 also the accented form where folding changed it (index),
     with 2 the accented form instead (query)."""
     # NFKC can expand one character into words with spaces (U+FDFA is a four-word phrase): each is a token
@@ -232,13 +287,13 @@ def _forms(piece: str, fold: bool, stem: bool, twins: int) -> list[str]:
 
 
 @lru_cache(maxsize=262144)
-def _word_tokens(run: str, fold: bool, stem: bool, split: bool, twins: int = 0) -> tuple[tuple[str, int, int], ...]:
+def _word_tokens(run: str, fold: bool, stem: int, split: bool, twins: int = 0) -> tuple[tuple[str, int, int], ...]:
     """The tokens of one word run with spans relative to it: the whole identifier (when it splits) and its parts.
     Cached: words repeat, and this is most of what indexing spends outside the embedding model."""
     parts = _split_identifier(run) if split else [(0, len(run))]
     out: list[tuple[str, int, int]] = []
     if len(parts) > 1:
-        out.extend((w, 0, len(run)) for w in _forms(run.replace("_", ""), fold, False, twins))
+        out.extend((w, 0, len(run)) for w in _forms(run.replace("_", ""), fold, 0, twins))
     for s, e in parts:
         out.extend((tok, s, e) for tok in _forms(run[s:e], fold, stem, twins))
     return tuple(out)

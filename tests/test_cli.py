@@ -209,3 +209,12 @@ def test_a_bad_fusion_in_the_settings_fails_every_command_not_only_search(kw_wor
     for argv in (["index", str(kw_workspace)], ["status", str(kw_workspace)], ["search", "x", str(kw_workspace)]):
         code, _, err = run(capsys, *argv)
         assert code == 2 and "unknown fusion ranking.fusion='nope'" in err and err.count("\n") == 1, argv
+
+
+def test_stem_scripts_lets_the_keyword_leg_find_an_arabic_word_without_its_article(kw_workspace: Path, capsys):
+    write(kw_workspace, "memory/ar.md", "اجتمع الفريق مع الإدارة يوم الأحد لمناقشة الميزانية.\n")
+    code, out, _ = run(capsys, "search", "فريق ادارة", str(kw_workspace), "--json")
+    assert code == 0 and not json.loads(out)["results"]  # unstemmed: "team" is not "the team"
+    write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[tokenizer]\nstem_scripts = true\n')
+    code, out, _ = run(capsys, "search", "فريق ادارة", str(kw_workspace), "--json")  # the sync rebuilds the index
+    assert code == 0 and [r["path"] for r in json.loads(out)["results"]][:1] == ["memory/ar.md"]

@@ -74,6 +74,7 @@ def test_index_hash_tracks_index_settings_only():
     assert s.index_hash(384) != s.index_hash(768)
     assert s.index_hash() != s.override(chunking={"tokens": 200}).index_hash()
     assert s.index_hash() != s.override(tokenizer={"stem": False}).index_hash()
+    assert s.index_hash() != s.override(tokenizer={"stem_scripts": True}).index_hash()
     assert s.index_hash() != s.override(embedding={"model": "other"}).index_hash()
     # ranking and query-only settings never force a reindex
     assert s.index_hash() == s.override(ranking={"fusion": "rrf"}, tokenizer={"query_mode": "and"}).index_hash()

@@ -137,6 +137,8 @@ def test_tokenize_never_raises_and_tokens_have_no_spaces(text):
 def test_compatibility_characters_that_expand_to_phrases_give_one_token_a_word():
     # found by the fuzzer: NFKC turns U+FDFA (one Arabic ligature) into a four-word phrase with spaces
     assert tokenize("\ufdfa") == tokenize("صلى الله عليه وسلم") == ["صلي", "الله", "عليه", "وسلم"]
+    stemmed = TokenizerConfig(stem_scripts=True)  # each word stemmed, as when typed
+    assert tokenize("\ufdfa", stemmed) == tokenize("صلى الله عليه وسلم", stemmed) == ["صل", "له", "عل", "سلم"]
     assert all(" " not in t for t in tokenize("x\ufdfb y \u3300"))
 
 
@@ -165,3 +167,25 @@ def test_spellings_a_writer_chooses_freely_are_one_term():
     assert query_terms("hoà") != query_terms("hoá") and query_terms("má") != query_terms("mà")
     # Thai vowel marks and Devanagari matras are letters, not marks to drop
     assert tokenize("กิน") != tokenize("กน") and tokenize("किताब") != tokenize("कताब")
+
+
+def test_arabic_greek_russian_and_hindi_words_are_stemmed_with_stem_scripts():
+    """The keyword leg missed a note that wrote the word with its article, a conjunction or another ending."""
+    cfg = TokenizerConfig(stem_scripts=True)
+    same = [
+        ("ادارة", "الإدارة"), ("فريق", "الفريق"), ("الكتاب", "والكتاب"), ("كتاب", "بالكتاب"), ("مدرسة", "المدرسة"),
+        ("معلم", "المعلمون"), ("معلم", "معلمين"), ("سيارة", "سياراتها"),  # light10: article, wa/bi, plural endings
+        ("Αθήνα", "Αθήνας"), ("πόλεμος", "πολέμου"),  # Greek cases
+        ("Москва", "Москвы"), ("война", "войны"), ("столица", "столице"),  # Russian cases
+        ("किताब", "किताबें"), ("लड़का", "लड़कों"),  # Hindi plural and oblique (vowel signs are marks, not letters)
+    ]
+    for a, b in same:
+        assert query_terms(a, cfg) == query_terms(b, cfg) and set(query_terms(a, cfg)) <= set(tokenize(b, cfg)), (a, b)
+    # what light stemming leaves apart stays apart; short words and other scripts are left as they are
+    assert query_terms("كتاب", cfg) != query_terms("مكتب", cfg) and tokenize("في", cfg) == ["في"]
+    assert tokenize("و", cfg) == ["و"]
+    assert tokenize("فريق", cfg) == ["فريق"]  # fa- alone is no prefix (Snowball's Arabic stemmer reads "ريق")
+    assert tokenize("הספרים", cfg) == ["הספרים"] and tokenize("retries", cfg) == ["retri"]
+    # off by default (the answer gate is fitted on unstemmed terms), and independent of English stemming
+    assert tokenize("الفريق") == ["الفريق"] and tokenize("Москвы") == ["москвы"]
+    assert tokenize("الفريق Retries", TokenizerConfig(stem=False, stem_scripts=True)) == ["فريق", "retries"]
