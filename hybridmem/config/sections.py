@@ -47,10 +47,10 @@ class TokenizerConfig:
     """The one tokenizer used for indexing, querying and MMR's Jaccard similarity."""
 
     stem: bool = True  # English Snowball stemming of Latin-script words (SciFact: porter 0.682 vs none 0.668 nDCG@10)
-    # Arabic light stemming of Arabic-script words, Snowball Greek and Russian of Greek and Cyrillic ones. Off by
-    # default: XQuAD-R test keyword nDCG@10 ar/el/ru +0.08/+0.04/+0.11 and the default's +0.015/+0.004/+0.010, but the
-    # answer gate, fitted on unstemmed keyword features, then answers 4-10 points more of their no-answer questions
-    # (docs/indexing.md, "Stemming beyond English").
+    # Arabic light stemming of Arabic-script words, Snowball Greek, Russian and Hindi of Greek, Cyrillic and Devanagari
+    # ones. Off by default: XQuAD-R test keyword nDCG@10 ar/el/ru/hi +0.08/+0.04/+0.11/+0.01 and the default's
+    # +0.015/+0.004/+0.010/-0.001, but the answer gate, fitted on unstemmed keyword features, then answers 2-10 points
+    # more of their no-answer questions (docs/indexing.md, "Stemming beyond English").
     stem_scripts: bool = False
     fold_diacritics: bool = True  # "thanh toan" finds "thanh toán", as FTS5 unicode61 does by default
     cjk_ngram: int = 2  # character n-grams for Han, Kana, Hangul and Thai runs
