@@ -153,3 +153,17 @@ def test_quarantine_and_open_or_quarantine(ws: Path) -> None:
     moved = sorted(p.name for p in path.parent.glob("index.sqlite.corrupt-*"))
     assert moved and moved[0].startswith("index.sqlite.corrupt-")
     assert quarantine(ws / "nope.sqlite") is None
+
+
+def test_an_incremental_sync_removes_the_new_copy_a_killed_reindex_left(ws: Path) -> None:
+    """A ``--rebuild`` killed mid-build left ``index.sqlite.reindex-tmp`` (as large as the index) until the next
+    rebuild; the next sync, holding the index's lock, removes it and says so. A backup may be the only good copy: kept."""
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        for name in ("index.sqlite.reindex-tmp", "index.sqlite.reindex-tmp-wal", "index.sqlite.bak"):
+            (idx.index_path.parent / name).write_bytes(b"junk" * 1000)
+        report = idx.sync()
+        assert [Path(p).name for p in leftovers(idx.index_path)] == ["index.sqlite.bak"]
+        assert any("removed index.sqlite.reindex-tmp (0.0 MB)" in w and "not affected" in w for w in report.warnings)
+        assert idx.search("anything").results is not None
+        assert not any("removed" in w for w in idx.sync().warnings)  # once

@@ -8,6 +8,7 @@ the hand-over to :func:`~hybridmem.sync.reindex.atomic_reindex` for a full rebui
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -30,7 +31,7 @@ from hybridmem.sync.documents import (
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import sync_running, try_sync_lock
 from hybridmem.sync.pending import open_shared_cache
-from hybridmem.sync.reindex import atomic_reindex
+from hybridmem.sync.reindex import BAK_SUFFIX, TMP_SUFFIX, atomic_reindex, leftovers, remove_db_files
 from hybridmem.tokenization import fts_tokenizer_spec
 
 
@@ -213,7 +214,21 @@ class Syncer:
         report = SyncReport()
         if reason:
             report.warnings.append(reason)
+        if self.store.path != ":memory:" and self.lock_path is not None:
+            self._remove_interrupted_build(report)
         return self._incremental(report, force, progress)
+
+    def _remove_interrupted_build(self, report: SyncReport) -> None:
+        """Delete the new copy a killed full reindex left beside the index (as large as the index); this sync holds the
+        index's lock, so no reindex is building it. A backup (``.bak``) is left to the next full reindex: after a
+        failed swap it may be the only good copy."""
+        stale = [f for f in leftovers(self.store.path) if not f.startswith(f"{self.store.path}{BAK_SUFFIX}")]
+        if not stale:
+            return
+        size = sum(os.path.getsize(f) for f in stale if os.path.exists(f))
+        remove_db_files(f"{self.store.path}{TMP_SUFFIX}")
+        report.warnings.append(f"removed {os.path.basename(stale[0])} ({size / 1e6:.1f} MB), the unfinished new index "
+                               "of a full reindex that was stopped; the index in use was not affected")
 
     def _shared_for(self, embedder: Any) -> SharedCache | None:
         """The shared cache for this embedder's vectors (not opened, so not created, for one that keeps out)."""
