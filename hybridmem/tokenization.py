@@ -17,8 +17,8 @@ Rules, applied to runs of word characters found in the original text (so spans p
   ``processor``, so the whole name and its parts are findable across naming conventions.
 * Stemming: English Snowball (PyStemmer) of ASCII words (``tokenizer.stem``, on by default), the ``porter`` of FTS5's
   ``porter unicode61``; with ``tokenizer.stem_scripts`` (off by default) also Arabic light stemming (light10, as
-  Lucene's ArabicStemmer) of Arabic-script words and Snowball Greek and Russian of Greek and Cyrillic words. Other
-  scripts are not stemmed.
+  Lucene's ArabicStemmer) of Arabic-script words and Snowball Greek, Russian and Hindi of Greek, Cyrillic and
+  Devanagari words. Other scripts are not stemmed.
 
 The FTS5 index stores these tokens joined by spaces, and :func:`fts_query` turns a user's query into a MATCH
 expression that cannot contain FTS5 syntax (every term is a quoted token of letters, marks and digits; a term the
