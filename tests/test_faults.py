@@ -788,7 +788,7 @@ def test_a_writer_killed_mid_append_leaves_no_cut_note(tmp_path: Path) -> None:
 
 
 def _race_workspace(tmp_path: Path) -> Path:
-    ws = make_workspace(tmp_path / "ws", files=250, lines=60)
+    ws = make_workspace(tmp_path / "ws", files=600, lines=60)
     (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n', encoding="utf-8")
     (ws / "memory" / "aaa.md").write_text("# The first file a rebuild reads\n", encoding="utf-8")
     with MemoryIndex(ws) as idx:
@@ -837,7 +837,7 @@ def test_writes_racing_index_rebuild_in_another_process_are_all_searchable_after
 
             while built() <= 4096 and rebuild.poll() is None:  # its cache is seeded: it starts reading files
                 await asyncio.sleep(0.005)
-            await asyncio.sleep(0.15)  # aaa.md is read first; the other 250 files take ~0.8 s more
+            await asyncio.sleep(0.15)  # aaa.md is read first; the other 600 files take ~2 s more
             saved = [await _write_one(cl, 0, "memory/aaa.md")]  # read first, so already read
             building = tmp_index.exists()  # at least this note raced the rebuild
             saved += [await _write_one(cl, i, "memory/aaa.md") for i in (1, 2)]

@@ -157,11 +157,31 @@ def test_quarantine_and_open_or_quarantine(ws: Path) -> None:
 
 def test_an_incremental_sync_removes_the_new_copy_a_killed_reindex_left(ws: Path) -> None:
     """A ``--rebuild`` killed mid-build left ``index.sqlite.reindex-tmp`` (as large as the index) until the next
-    rebuild; the next sync, holding the index's lock, removes it and says so. A backup may be the only good copy: kept."""
+    rebuild; a later sync that holds the index's lock removes it once nothing has written it for STALE_BUILD_S, and
+    says so. A copy written lately may be a live build's; a backup may be the only good copy: both kept."""
+    import fcntl
+    import os
+    import time
+
+    from hybridmem.sync.reindex import STALE_BUILD_S
+
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         idx.sync()
-        for name in ("index.sqlite.reindex-tmp", "index.sqlite.reindex-tmp-wal", "index.sqlite.bak"):
+        names = ("index.sqlite.reindex-tmp", "index.sqlite.reindex-tmp-wal", "index.sqlite.bak")
+        for name in names:
             (idx.index_path.parent / name).write_bytes(b"junk" * 1000)
+        assert not any("removed" in w for w in idx.sync().warnings) and len(leftovers(idx.index_path)) == 3  # recent
+        old = time.time() - STALE_BUILD_S - 5
+        for name in names:
+            os.utime(idx.index_path.parent / name, (old, old))
+        # another process's sync holds the lock (a search's quick sync may rebuild without it): nothing is removed
+        fd = os.open(f"{idx.index_path}.sync.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            assert not any("removed" in w for w in idx.sync().warnings) and len(leftovers(idx.index_path)) == 3
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
         report = idx.sync()
         assert [Path(p).name for p in leftovers(idx.index_path)] == ["index.sqlite.bak"]
         assert any("removed index.sqlite.reindex-tmp (0.0 MB)" in w and "not affected" in w for w in report.warnings)

@@ -34,6 +34,9 @@ T = TypeVar("T")
 
 TMP_SUFFIX = ".reindex-tmp"
 BAK_SUFFIX = ".bak"
+# A reindex's new copy nothing has written for this long is a killed one's (a live build commits every 128 chunks,
+# a minute or two apart at the slowest embedding seen here), and a sync holding the index's lock deletes it.
+STALE_BUILD_S = 600.0
 _SIDECARS = ("", "-wal", "-shm", "-journal")
 
 

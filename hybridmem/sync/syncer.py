@@ -31,7 +31,7 @@ from hybridmem.sync.documents import (
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import sync_running, try_sync_lock
 from hybridmem.sync.pending import open_shared_cache
-from hybridmem.sync.reindex import BAK_SUFFIX, TMP_SUFFIX, atomic_reindex, leftovers, remove_db_files
+from hybridmem.sync.reindex import BAK_SUFFIX, STALE_BUILD_S, TMP_SUFFIX, atomic_reindex, leftovers, remove_db_files
 from hybridmem.tokenization import fts_tokenizer_spec
 
 
@@ -82,6 +82,8 @@ class Syncer:
         workspace: the folder holding ``MEMORY.md`` and ``memory/``; None for a documents-only index.
         embedder: the (lazily loaded) embedder for documents; shared with the retriever.
     """
+
+    _holds_lock = False  # whether the running sync holds the index's lock (a reindex's builder never does)
 
     def __init__(self, store: Store, settings: Settings, workspace: Path | None, embedder: LazyEmbedder) -> None:
         self.store = store
@@ -187,11 +189,12 @@ class Syncer:
             raise ReadOnlyIndexError(f"cannot sync: {self.store.read_only}; searches still work on the index as it is")
         self.embed_limit, self.defer_sessions = embed_limit, defer_sessions
         try:
-            with try_sync_lock(self.lock_path, wait=wait):
+            with try_sync_lock(self.lock_path, wait=wait) as held:
+                self._holds_lock = held and self.lock_path is not None
                 self.store.set_meta("sync_started", time.time())  # a sync that never reaches _bump was stopped
                 return self._sync(force, progress)
         finally:
-            self.embed_limit, self.defer_sessions = None, True
+            self.embed_limit, self.defer_sessions, self._holds_lock = None, True, False
 
     def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
         full = force or self.needs_full_reindex()
@@ -214,18 +217,22 @@ class Syncer:
         report = SyncReport()
         if reason:
             report.warnings.append(reason)
-        if self.store.path != ":memory:" and self.lock_path is not None:
+        if self._holds_lock and self.store.path != ":memory:":
             self._remove_interrupted_build(report)
         return self._incremental(report, force, progress)
 
     def _remove_interrupted_build(self, report: SyncReport) -> None:
-        """Delete the new copy a killed full reindex left beside the index (as large as the index); this sync holds the
-        index's lock, so no reindex is building it. A backup (``.bak``) is left to the next full reindex: after a
-        failed swap it may be the only good copy."""
+        """Delete the new copy a killed full reindex left beside the index (as large as the index) once nothing has
+        written it for :data:`STALE_BUILD_S`. This sync holds the index's lock, which a reindex in another process
+        holds too unless it is a search's quick sync that found the lock taken: the age tells that one apart. A
+        backup (``.bak``) is left to the next full reindex: after a failed swap it may be the only good copy."""
         stale = [f for f in leftovers(self.store.path) if not f.startswith(f"{self.store.path}{BAK_SUFFIX}")]
-        if not stale:
+        try:
+            if not stale or time.time() - max(os.path.getmtime(f) for f in stale) < STALE_BUILD_S:
+                return
+            size = sum(os.path.getsize(f) for f in stale)
+        except OSError:  # removed meanwhile
             return
-        size = sum(os.path.getsize(f) for f in stale if os.path.exists(f))
         remove_db_files(f"{self.store.path}{TMP_SUFFIX}")
         report.warnings.append(f"removed {os.path.basename(stale[0])} ({size / 1e6:.1f} MB), the unfinished new index "
                                "of a full reindex that was stopped; the index in use was not affected")
