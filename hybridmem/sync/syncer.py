@@ -83,8 +83,6 @@ class Syncer:
         embedder: the (lazily loaded) embedder for documents; shared with the retriever.
     """
 
-    _holds_lock = False  # whether the running sync holds the index's lock (a reindex's builder never does)
-
     def __init__(self, store: Store, settings: Settings, workspace: Path | None, embedder: LazyEmbedder) -> None:
         self.store = store
         self.settings = settings
@@ -190,13 +188,13 @@ class Syncer:
         self.embed_limit, self.defer_sessions = embed_limit, defer_sessions
         try:
             with try_sync_lock(self.lock_path, wait=wait) as held:
-                self._holds_lock = held and self.lock_path is not None
                 self.store.set_meta("sync_started", time.time())  # a sync that never reaches _bump was stopped
-                return self._sync(force, progress)
+                return self._sync(force, progress, holds_lock=held and self.lock_path is not None)
         finally:
-            self.embed_limit, self.defer_sessions, self._holds_lock = None, True, False
+            self.embed_limit, self.defer_sessions = None, True
 
-    def _sync(self, force: bool, progress: Progress | None) -> SyncReport:
+    def _sync(self, force: bool, progress: Progress | None, holds_lock: bool = False) -> SyncReport:
+        """``holds_lock``: this sync holds the index's lock (a reindex's builder never does)."""
         full = force or self.needs_full_reindex()
         reason = self.rebuild_reason() if full else None
         if full and self.store.path != ":memory:":
@@ -217,7 +215,7 @@ class Syncer:
         report = SyncReport()
         if reason:
             report.warnings.append(reason)
-        if self._holds_lock and self.store.path != ":memory:":
+        if holds_lock and self.store.path != ":memory:":
             self._remove_interrupted_build(report)
         return self._incremental(report, force, progress)
 
