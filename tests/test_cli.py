@@ -211,6 +211,17 @@ def test_a_bad_fusion_in_the_settings_fails_every_command_not_only_search(kw_wor
         assert code == 2 and "unknown fusion ranking.fusion='nope'" in err and err.count("\n") == 1, argv
 
 
+def test_a_question_in_simplified_chinese_finds_a_note_in_traditional_and_back(kw_workspace: Path, capsys):
+    write(kw_workspace, "memory/tw.md", "週三下午在臺北辦公室開預算會議，討論明年的招聘計畫。\n")
+    write(kw_workspace, "memory/cn.md", "服务器迁移到新的数据中心，周末停机两小时。\n")
+    for query, path in (("台北办公室预算会议", "memory/tw.md"), ("伺服器遷移到新的數據中心", "memory/cn.md")):
+        code, out, _ = run(capsys, "search", query, str(kw_workspace), "--json")
+        assert code == 0 and [r["path"] for r in json.loads(out)["results"]][:1] == [path], query
+    write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[tokenizer]\nfold_chinese = false\n')
+    code, out, _ = run(capsys, "search", "台北办公室预算会议", str(kw_workspace), "--json")  # rebuilt without folding
+    assert code == 0 and "memory/tw.md" not in [r["path"] for r in json.loads(out)["results"]]
+
+
 def test_stem_scripts_lets_the_keyword_leg_find_an_arabic_word_without_its_article(kw_workspace: Path, capsys):
     write(kw_workspace, "memory/ar.md", "اجتمع الفريق مع الإدارة يوم الأحد لمناقشة الميزانية.\n")
     code, out, _ = run(capsys, "search", "فريق ادارة", str(kw_workspace), "--json")

@@ -77,4 +77,5 @@ MAX_QUERY_CHARS = 2_000
 # 3: a transcript's User:/Assistant: line labels are not indexed as words (sessions.keyword_text).
 # 4: Arabic and Persian letter forms normalized, invisible characters inside words dropped, Turkish İ read as i,
 #    Vietnamese tone marks of open oa/oe/uy syllables in one place (tokenization._ALWAYS, _VI_TONE).
-TOKENIZER_VERSION = 4
+# 5: Traditional Chinese characters read as their Simplified forms (tokenizer.fold_chinese, on by default).
+TOKENIZER_VERSION = 5

@@ -54,6 +54,10 @@ class TokenizerConfig:
     stem_scripts: bool = False
     fold_diacritics: bool = True  # "thanh toan" finds "thanh toán", as FTS5 unicode61 does by default
     cjk_ngram: int = 2  # character n-grams for Han, Kana, Hangul and Thai runs
+    # Read a Traditional Chinese character as its Simplified form (OpenCC's character table), in notes and queries
+    # alike: a question typed in one finds notes written in the other (docs/indexing.md, "Traditional and Simplified
+    # Chinese").
+    fold_chinese: bool = True
     split_identifiers: bool = True  # payment_processor -> paymentprocessor, payment, processor
     query_mode: str = "or"  # "and" scored nDCG@10 0.018 on SciFact natural-language queries; "or" 0.682
     query_stopwords: bool = True  # drop English stopwords from the query (same nDCG, about 2.5x faster)
