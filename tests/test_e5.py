@@ -251,6 +251,27 @@ def test_demo_queries_in_four_languages_find_their_note_by_vectors_alone() -> No
     assert at10["q064"] > 0
 
 
+def test_a_question_in_capitals_is_read_by_the_encoder_as_in_lower_case(tmp_path: Path) -> None:
+    """Search (the vector leg and the gate's token alignment) and eval's cached query vectors read a question typed
+    in capitals as its lower case; a short one (acronyms) is read as typed."""
+    from hybridmem.embeddings import encoder_query
+    ws = _workspace(tmp_path)
+    shouted, calm = "WHICH THEME DOES LINH PREFER IN HER EDITOR?", "which theme does linh prefer in her editor?"
+    assert encoder_query(shouted) == calm and encoder_query("LINH DBS") == "LINH DBS"
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        a, b = idx.search(shouted), idx.search(calm)
+        assert [h.path for h in a.results][:1] == ["memory/en.md"]
+        assert [(h.chunk_id, h.vector_score, h.final_score) for h in a.results] == \
+            [(h.chunk_id, h.vector_score, h.final_score) for h in b.results]
+        assert a.candidates.alignment == b.candidates.alignment is not None
+        e = idx.retriever.embedder.get()
+        raw = e.embed_query(shouted)
+        vecs, _ = idx.retriever.cached_query_vectors([shouted, calm], e)
+        assert np.array_equal(vecs[shouted], vecs[calm]) and float(raw @ vecs[calm]) < 0.99
+
+
 def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> None:
     """``hybridmem eval --limit N`` scores the first N queries of the split (keyword-only here: no model needed)."""
     import json

@@ -7,11 +7,11 @@ import threading
 from typing import Callable
 
 from hybridmem.config import DEFAULT_PROVIDER, EmbeddingConfig, provider_model
-from hybridmem.embeddings.base import Embedder, sanitize
+from hybridmem.embeddings.base import Embedder, encoder_query, sanitize
 from hybridmem.errors import ProviderError
 
 __all__ = ["LOCAL_PROVIDERS", "Embedder", "LazyEmbedder", "ProviderChoice", "create_embedder", "embedder_identity",
-           "known_provider_key", "make_provider", "provider_chain", "sanitize"]
+           "encoder_query", "known_provider_key", "make_provider", "provider_chain", "sanitize"]
 
 
 class ProviderChoice:

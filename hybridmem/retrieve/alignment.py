@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from hybridmem.embeddings.base import TokenStates
+from hybridmem.embeddings.base import TokenStates, encoder_query
 from hybridmem.records import Candidates
 
 __all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_passages",
@@ -147,7 +147,7 @@ class Aligner:
     def per_passage(self, query: str, texts: Sequence[str]
                  ) -> tuple[tuple[float, float, float, float, float], list[float]] | None:
         """:func:`align_passages` of ``query`` over ``texts``; None when the embedder cannot give token states."""
-        q = self._states([query], True, QUERY_TOKENS)
+        q = self._states([encoder_query(query)], True, QUERY_TOKENS)
         if q is None:
             return None
         passages = self._passages(texts) if texts else []

@@ -23,7 +23,7 @@ import numpy as np
 from hybridmem.background import SecondCallBuild
 from hybridmem.config import MAX_QUERY_CHARS, Settings
 from hybridmem.config.calibration import has_aligned_gate
-from hybridmem.embeddings import Embedder, LazyEmbedder, sanitize
+from hybridmem.embeddings import Embedder, LazyEmbedder, encoder_query, sanitize
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.records import Candidates, LegHit
 from hybridmem.retrieve.alignment import Aligner, ReadTokens
@@ -91,7 +91,8 @@ class Retriever:
         caused (see :func:`~hybridmem.retrieve.failover.is_input_error`) answers keyword-only and counts for nothing."""
         embedder = self.embedder.get()
         try:
-            qv = embedder.embed_query(query[: self.settings.tokenizer.max_query_chars])  # type: ignore[union-attr]
+            qv = embedder.embed_query(  # type: ignore[union-attr]
+                encoder_query(query[: self.settings.tokenizer.max_query_chars]))
         except Exception as exc:  # noqa: BLE001 - a failing provider must not break search
             self.vector_error = f"query embedding failed ({type(exc).__name__}: {exc}): keyword-only"
             if is_input_error(exc):
@@ -205,7 +206,9 @@ class Retriever:
         """Vectors of query texts by ``embedder``, from the index's embedding cache, then ``shared`` (the user-level
         :class:`~hybridmem.store.shared_cache.SharedCache`, None for none), or embedded in batches (then cached in
         both), and how many were embedded."""
-        hashes = {hashlib.sha256(f"query\0{t}".encode("utf-8", "surrogatepass")).hexdigest(): t for t in texts}
+        key = {t: hashlib.sha256(f"query\0{encoder_query(t)}".encode("utf-8", "surrogatepass")).hexdigest()
+               for t in texts}
+        hashes = {h: encoder_query(t) for t, h in key.items()}
         e = embedder
         cached = self.store.cache_get(e.name, e.model, e.provider_key, list(hashes))
         missing = [h for h in hashes if h not in cached]
@@ -223,7 +226,7 @@ class Retriever:
             if shared is not None:
                 shared.put(shared_key, fresh)  # type: ignore[attr-defined]
             cached.update(fresh)
-        return {t: cached[h] for h, t in hashes.items()}, len(missing)
+        return {t: cached[h] for t, h in key.items()}, len(missing)
 
     # -- retrieval -----------------------------------------------------------------------------------------------
     def retrieve(
