@@ -8,7 +8,8 @@ Rules, applied to runs of word characters found in the original text (so spans p
   :func:`token_spans`).
 * Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping n-grams of grapheme
   clusters (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's
-  CJKBigramFilter). A Traditional Chinese character is read as its Simplified form (``tokenizer.fold_chinese``, on by
+  CJKBigramFilter); a note's Han and Hangul characters are also indexed alone (``tokenizer.cjk_unigrams``), so a
+  one-character word is findable. A Traditional Chinese character is read as its Simplified form (``tokenizer.fold_chinese``, on by
   default; OpenCC's character table), so ``會議`` and ``会议`` are one term.
 * Spellings a writer chooses freely are one term, in every form of a word: Arabic harakat and tatweel dropped, the
   alef forms (أ إ آ ٱ) read as ا, ى and Persian ی as ي, Persian ک as ك, ة as ه (Lucene's Arabic and Persian
@@ -32,7 +33,7 @@ Example:
     ['thanh', 'toan', 'toán']
     >>> query_terms("thanh toan"), query_terms("thanh toán")
     (['thanh', 'toan'], ['thanh', 'toán'])
-    >>> tokenize("會議室"), tokenize("会议室")
+    >>> query_terms("會議室"), query_terms("会议室")
     (['会议', '议室'], ['会议', '议室'])
 """
 
@@ -94,7 +95,7 @@ HAN_TABLE = Path(__file__).parent / "data" / "opencc-TSCharacters.txt"
 def _han_fold() -> dict[int, str]:
     """The ``str.translate`` table reading each Traditional Chinese character as its Simplified form: one character
     for one (spans stay where they were), a chain (薴 -> 苧 -> 苎) followed to its end, characters whose first form is
-    themselves (乾) left out."""
+    themselves left out."""
     first: dict[str, str] = {}
     for line in HAN_TABLE.read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):
@@ -227,6 +228,10 @@ _NOSPACE_MARKS = re.compile("[" + "".join(
     for c in range(lo, hi + 1) if unicodedata.category(chr(c))[0] == "M") + "]")
 
 
+# Han and Hangul characters, each of which may be a word alone (猫, 車, 집): indexed alone as well (cjk_unigrams)
+_UNIGRAM = re.compile("[\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\U00020000-\U0003134f]")
+
+
 def _ngrams(start: int, run: str, n: int) -> Iterator[tuple[str, int, int]]:
     """Overlapping n-grams of grapheme clusters (a character and the combining marks after it).
 
@@ -285,6 +290,7 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
     """
     cfg = config or _DEFAULT
     fold, stem, n, han = cfg.fold_diacritics, stem_mode(cfg), cfg.cjk_ngram, cfg.fold_chinese
+    unigrams = cfg.cjk_unigrams and not query and n > 1
     out: list[tuple[str, int, int]] = []
     for m in _RUN_RE.finditer(text):
         run, base = m.group(), m.start()
@@ -293,9 +299,14 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
             if han:
                 folded = folded.translate(_han_fold())
             if len(folded) != len(run) or " " in folded:  # compatibility forms changed it: n-gram the normalized run
-                out.extend((g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n))
+                grams = [(g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n)]
+                ones = [(c, base, base + len(run)) for c in _UNIGRAM.findall(folded)]
             else:
-                out.extend(_ngrams(base, folded, n))
+                grams = list(_ngrams(base, folded, n))
+                ones = [(u.group(), base + u.start(), base + u.end()) for u in _UNIGRAM.finditer(folded)]
+            if unigrams and ones and (len(ones) > 1 or ones[0][0] != folded):  # not a lone character twice
+                grams = sorted(grams + ones, key=lambda g: (g[1], -g[2]))  # each gram before the character it starts with
+            out.extend(grams)
             continue
         twins = 0 if not (fold and cfg.keep_accented) else 2 if query else 1
         out.extend((tok, base + s, base + e) for tok, s, e in _word_tokens(run, fold, stem, cfg.split_identifiers,

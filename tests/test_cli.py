@@ -222,6 +222,16 @@ def test_a_question_in_simplified_chinese_finds_a_note_in_traditional_and_back(k
     assert code == 0 and "memory/tw.md" not in [r["path"] for r in json.loads(out)["results"]]
 
 
+def test_a_one_character_word_finds_its_note_in_chinese_japanese_and_korean(kw_workspace: Path, capsys):
+    write(kw_workspace, "memory/zh.md", "周六带我的猫去打了狂犬疫苗。\n")
+    write(kw_workspace, "memory/ja.md", "玄関の鍵は郵便受けの中にある。\n")
+    write(kw_workspace, "memory/ko.md", "이사할 집은 역에서 가깝다.\n")
+    for query, path in (("猫", "memory/zh.md"), ("猫 疫苗", "memory/zh.md"), ("鍵", "memory/ja.md"),
+                        ("집", "memory/ko.md")):
+        code, out, _ = run(capsys, "search", "--preset", "keyword", query, str(kw_workspace), "--json")
+        assert code == 0 and [r["path"] for r in json.loads(out)["results"]][:1] == [path], query
+
+
 def test_stem_scripts_lets_the_keyword_leg_find_an_arabic_word_without_its_article(kw_workspace: Path, capsys):
     write(kw_workspace, "memory/ar.md", "اجتمع الفريق مع الإدارة يوم الأحد لمناقشة الميزانية.\n")
     code, out, _ = run(capsys, "search", "فريق ادارة", str(kw_workspace), "--json")

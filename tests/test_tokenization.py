@@ -33,27 +33,41 @@ def test_accented_identifiers_keep_whole_and_parts():
 
 
 def test_chinese_bigrams():
-    assert tokenize("支付处理器") == ["支付", "付处", "处理", "理器"]
+    assert tokenize("支付处理器", TokenizerConfig(cjk_unigrams=False)) == ["支付", "付处", "处理", "理器"]
     assert tokenize("付") == ["付"]
+
+
+def test_each_han_and_hangul_character_is_indexed_alone_as_well():
+    # 猫 (cat) is a word alone: a note that writes 我的猫 holds it, a query of it finds it
+    spans = token_spans("我的猫")
+    assert spans == [("我的", 0, 2), ("我", 0, 1), ("的猫", 1, 3), ("的", 1, 2), ("猫", 2, 3)]
+    assert "猫" in tokenize("猫咪") and "집" in tokenize("집에") and query_terms("猫") == ["猫"]
+    # a query's longer runs search their n-grams only; keywords typed apart search each
+    assert query_terms("我的猫") == ["我的", "的猫"] and query_terms("猫 疫苗") == ["猫", "疫苗"]
+    # kana and Thai characters are not words alone
+    assert tokenize("のの") == ["のの"] and tokenize("เงิน") == ["เงิ", "งิน"]
+    assert tokenize("我的猫", TokenizerConfig(cjk_unigrams=False)) == ["我的", "的猫"]
 
 
 def test_traditional_and_simplified_chinese_are_one_term():
     # 會議 (Traditional) and 会议 (Simplified), "meeting": one term in notes and queries alike
-    assert tokenize("週一開會議") == tokenize("周一开会议") == ["周一", "一开", "开会", "会议"]
+    bigrams = TokenizerConfig(cjk_unigrams=False)
+    assert tokenize("週一開會議", bigrams) == tokenize("周一开会议", bigrams) == ["周一", "一开", "开会", "会议"]
+    assert tokenize("週一開會議") == tokenize("周一开会议")
     assert query_terms("會議室在哪裡") == query_terms("会议室在哪里")
     # one character for one: spans still point into the text as written
     text = "臺北的會議"
-    assert [(t, text[s:e]) for t, s, e in token_spans(text)][:2] == [("台北", "臺北"), ("北的", "北的")]
-    # a character whose most common Simplified form is itself is kept; Simplified text is unchanged
-    assert tokenize("乾隆") == tokenize("乾隆") and tokenize("支付处理器") == ["支付", "付处", "处理", "理器"]
+    assert [(t, text[s:e]) for t, s, e in token_spans(text, bigrams)][:2] == [("台北", "臺北"), ("北的", "北的")]
+    # Simplified text is unchanged
+    assert tokenize("支付处理器", bigrams) == ["支付", "付处", "处理", "理器"]
     # Japanese kanji that Chinese writes in Traditional forms are read the same way in notes and queries
-    assert tokenize("図書館") == ["図书", "书馆"]
-    off = TokenizerConfig(fold_chinese=False)
+    assert tokenize("図書館", bigrams) == ["図书", "书馆"]
+    off = TokenizerConfig(fold_chinese=False, cjk_unigrams=False)
     assert tokenize("會議", off) == ["會議"] and tokenize("会议", off) == ["会议"]
 
 
 def test_japanese_mixed_scripts_and_latin():
-    toks = tokenize("決済サービスのAPI", TokenizerConfig(fold_chinese=False))
+    toks = tokenize("決済サービスのAPI", TokenizerConfig(fold_chinese=False, cjk_unigrams=False))
     assert toks[:3] == ["決済", "済サ", "サー"] and "api" in toks
     assert tokenize("決済サービスのAPI")[:1] == ["决済"]  # 決 is read as its Simplified form, in queries too
 
@@ -119,7 +133,7 @@ def test_repeated_terms_score_the_same_in_fts5_and_in_memory(tmp_path) -> None: 
     from hybridmem.retrieve import Scope, keyword_leg
     from hybridmem.store import Store
 
-    texts = ["timing belt replaced on the car", "belt and braces", "car wash", "ตรวจสอบสายพานรถยนต์", "週一開會議",
+    texts = ["timing belt replaced on the car", "belt and braces", "car wash", "ตรวจสอบสายพานรถยนต์", "週一開會議", "我的猫打了疫苗",
              "thanh toán hóa đơn", "thanh toan hoa don som", "timing of the payment"]
     store = Store(tmp_path / "kw.sqlite")
     with store.transaction():
@@ -130,7 +144,7 @@ def test_repeated_terms_score_the_same_in_fts5_and_in_memory(tmp_path) -> None: 
                            for i, t in enumerate(texts)], [None] * len(texts))
     memory = KeywordIndex.build(*store.keyword_rows())
     cfg = TokenizerConfig()
-    for q in ["belt belt belt timing car", "thanh toan", "thanh toán", "สายพาน สายพาน", "timing timing payment", "开会议"]:
+    for q in ["belt belt belt timing car", "thanh toan", "thanh toán", "สายพาน สายพาน", "timing timing payment", "开会议", "猫 疫苗", "猫"]:
         mem = keyword_leg(store, q, 10, cfg, Scope(), memory)
         fts = keyword_leg(store, q, 10, cfg, Scope())
         assert mem == fts and mem, q

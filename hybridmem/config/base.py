@@ -77,5 +77,6 @@ MAX_QUERY_CHARS = 2_000
 # 3: a transcript's User:/Assistant: line labels are not indexed as words (sessions.keyword_text).
 # 4: Arabic and Persian letter forms normalized, invisible characters inside words dropped, Turkish İ read as i,
 #    Vietnamese tone marks of open oa/oe/uy syllables in one place (tokenization._ALWAYS, _VI_TONE).
-# 5: Traditional Chinese characters read as their Simplified forms (tokenizer.fold_chinese, on by default).
+# 5: Traditional Chinese characters read as their Simplified forms (tokenizer.fold_chinese), and each Han and Hangul
+#    character of a note indexed alone as well (tokenizer.cjk_unigrams); both on by default.
 TOKENIZER_VERSION = 5

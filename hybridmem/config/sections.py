@@ -58,6 +58,10 @@ class TokenizerConfig:
     # alike: a question typed in one finds notes written in the other (docs/indexing.md, "Traditional and Simplified
     # Chinese").
     fold_chinese: bool = True
+    # Also index each Han and Hangul character of a run alone (not each kana or Thai one), as Lucene's CJKBigramFilter
+    # with outputUnigrams: a query of one character (猫, or 猫 疫苗 typed as keywords) finds it; a query's longer runs
+    # still search their n-grams only (docs/indexing.md, "One-character words").
+    cjk_unigrams: bool = True
     split_identifiers: bool = True  # payment_processor -> paymentprocessor, payment, processor
     query_mode: str = "or"  # "and" scored nDCG@10 0.018 on SciFact natural-language queries; "or" 0.682
     query_stopwords: bool = True  # drop English stopwords from the query (same nDCG, about 2.5x faster)
