@@ -229,7 +229,9 @@ _NOSPACE_MARKS = re.compile("[" + "".join(
 
 
 # Han and Hangul characters, each of which may be a word alone (猫, 車, 집): indexed alone as well (cjk_unigrams)
-_UNIGRAM = re.compile("[\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\U00020000-\U0003134f]")
+_UNIGRAM_CHARS = "\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\U00020000-\U0003134f"
+_UNIGRAM = re.compile(f"[{_UNIGRAM_CHARS}]")
+_UNIGRAMS_ONLY = re.compile(f"[{_UNIGRAM_CHARS}]+")
 
 
 def _ngrams(start: int, run: str, n: int) -> Iterator[tuple[str, int, int]]:
@@ -298,15 +300,25 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
             folded = unicodedata.normalize("NFKC", run).casefold()
             if han:
                 folded = folded.translate(_han_fold())
+            alone = unigrams and len(folded) > 1 and _UNIGRAM.search(folded) is not None  # not a lone character twice
             if len(folded) != len(run) or " " in folded:  # compatibility forms changed it: n-gram the normalized run
-                grams = [(g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n)]
-                ones = [(c, base, base + len(run)) for c in _UNIGRAM.findall(folded)]
-            else:
-                grams = list(_ngrams(base, folded, n))
-                ones = [(u.group(), base + u.start(), base + u.end()) for u in _UNIGRAM.finditer(folded)]
-            if unigrams and ones and (len(ones) > 1 or ones[0][0] != folded):  # not a lone character twice
-                grams = sorted(grams + ones, key=lambda g: (g[1], -g[2]))  # each gram before the character it starts with
-            out.extend(grams)
+                out.extend((g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n))
+                if alone:
+                    out.extend((c, base, base + len(run)) for c in _UNIGRAM.findall(folded))
+            elif not alone:
+                out.extend(_ngrams(base, folded, n))
+            elif _UNIGRAMS_ONLY.fullmatch(folded):  # Chinese or Korean: each character a cluster, each indexed alone
+                last = len(folded) - n
+                if last < 0:
+                    out.append((folded, base, base + len(folded)))
+                for i, ch in enumerate(folded):
+                    if i <= last:
+                        out.append((folded[i:i + n], base + i, base + i + n))
+                    out.append((ch, base + i, base + i + 1))
+            else:  # mixed with kana: each gram before the character it starts with
+                grams = [*_ngrams(base, folded, n),
+                         *((u.group(), base + u.start(), base + u.end()) for u in _UNIGRAM.finditer(folded))]
+                out.extend(sorted(grams, key=lambda g: (g[1], -g[2])))
             continue
         twins = 0 if not (fold and cfg.keep_accented) else 2 if query else 1
         out.extend((tok, base + s, base + e) for tok, s, e in _word_tokens(run, fold, stem, cfg.split_identifiers,
