@@ -206,9 +206,9 @@ class Retriever:
         """Vectors of query texts by ``embedder``, from the index's embedding cache, then ``shared`` (the user-level
         :class:`~hybridmem.store.shared_cache.SharedCache`, None for none), or embedded in batches (then cached in
         both), and how many were embedded."""
-        key = {t: hashlib.sha256(f"query\0{encoder_query(t)}".encode("utf-8", "surrogatepass")).hexdigest()
-               for t in texts}
-        hashes = {h: encoder_query(t) for t, h in key.items()}
+        read = {t: encoder_query(t) for t in texts}  # what the model reads, and what the cache is keyed by
+        key = {t: hashlib.sha256(f"query\0{r}".encode("utf-8", "surrogatepass")).hexdigest() for t, r in read.items()}
+        hashes = {key[t]: r for t, r in read.items()}
         e = embedder
         cached = self.store.cache_get(e.name, e.model, e.provider_key, list(hashes))
         missing = [h for h in hashes if h not in cached]

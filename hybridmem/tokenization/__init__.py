@@ -9,8 +9,8 @@ Rules, applied to runs of word characters found in the original text (so spans p
 * Scripts written without spaces (Han, Kana, Hangul, Thai, Lao, Khmer, Myanmar): overlapping n-grams of grapheme
   clusters (bigrams by default), the usual dictionary-free approach of CJK search engines (e.g. Lucene's
   CJKBigramFilter); a note's Han and Hangul characters are also indexed alone (``tokenizer.cjk_unigrams``), so a
-  one-character word is findable. A Traditional Chinese character is read as its Simplified form (``tokenizer.fold_chinese``, on by
-  default; OpenCC's character table), so ``會議`` and ``会议`` are one term.
+  one-character word is findable. A Traditional Chinese character is read as its Simplified form
+  (``tokenizer.fold_chinese``, on by default; OpenCC's character table), so ``會議`` and ``会议`` are one term.
 * Spellings a writer chooses freely are one term, in every form of a word: Arabic harakat and tatweel dropped, the
   alef forms (أ إ آ ٱ) read as ا, ى and Persian ی as ي, Persian ک as ك, ة as ه (Lucene's Arabic and Persian
   normalizers); a soft hyphen, zero-width space or (non-)joiner inside a word dropped; Turkish ``İ`` read as ``i``;
@@ -85,7 +85,6 @@ _ALWAYS = str.maketrans({**{chr(c): None for c in (*range(0x064B, 0x0660), 0x067
 # is read after the second vowel (in NFD, where a tone is a combining mark after its letter).
 _VI_TONE = re.compile("(?<=[ou])([\u0300\u0301\u0303\u0309\u0323])([aey])$")
 _FOLD_EXTRA = str.maketrans({"đ": "d", "Đ": "d", "ø": "o", "ł": "l", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe"})
-
 _LATINISH_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 
 ENGLISH_STOPWORDS = frozenset(
