@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -20,8 +21,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Never the real user cache (~/.cache/hybridmem): the shared embedding cache and e5's ONNX graph go to a folder of
-# this test run (subprocesses inherit it). HYBRIDMEM_TEST_CACHE_DIR keeps one between runs.
-os.environ["HYBRIDMEM_CACHE_DIR"] = os.environ.get("HYBRIDMEM_TEST_CACHE_DIR") or tempfile.mkdtemp(prefix="hm-cache-")
+# this test run (subprocesses inherit it), removed when the run ends. HYBRIDMEM_TEST_CACHE_DIR keeps one between runs.
+_CACHE_DIR = os.environ.get("HYBRIDMEM_TEST_CACHE_DIR")
+if not _CACHE_DIR:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="hm-cache-")
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+os.environ["HYBRIDMEM_CACHE_DIR"] = _CACHE_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "datasets" / "demo-memory"
