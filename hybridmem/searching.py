@@ -18,6 +18,7 @@ from pathlib import Path
 from hybridmem.config import RankConfig, Settings
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
+from hybridmem.ranking.language import preload as preload_language_identifier
 from hybridmem.records import SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import find_session
@@ -88,6 +89,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
     :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider."""
     timings: dict[str, float] = {}
+    if cfg.vector_weight > 0 and cfg.text_weight > 0:
+        preload_language_identifier()  # the answer gate may ask which language the query is in: load it meanwhile
     if cfg.vector_weight > 0 and not embedder.loaded:
         t0 = time.perf_counter()
         _ = embedder.get()  # load the model outside the per-query timings

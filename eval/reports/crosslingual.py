@@ -4,7 +4,8 @@ XQuAD-R asks the same questions (same ids) in eleven languages of the same artic
 its judgments when asked of language B's sentences; asked of the other half of B's articles it has no answer
 (:func:`hybridmem.eval.abstention.xquad_cross`'s halves). This script collects, for language pairs, the answer gate's
 features as ``rank()`` reads them (``decision_features``), fits the cross-lingual gate on the train split's rows that
-``rank()`` routes to it (the question's script differs from each of its top passages'; there either gate may answer),
+``rank()`` routes to it (``gate.asked_across``: the question's script, or its language, differs from each of its top
+passages'; there either gate may answer; the shipped gate was fitted when the script alone routed),
 places it with the gates' rule (no answerable pair loses more than 2% at the shared threshold), and
 reports false abstention and abstention per pair, also with each pair left out of the fit.
 
@@ -36,7 +37,7 @@ from hybridmem.eval.datasets.base import Query
 from hybridmem.eval.datasets.xquad import article_halves
 from hybridmem.eval.decisions import false_point
 from hybridmem.eval.runner import eval_config
-from hybridmem.ranking.gate import answer_probability, other_script
+from hybridmem.ranking.gate import answer_probability, asked_across
 from hybridmem.ranking.pipeline import decision_features
 
 # The gate's features: where the candidates carry the token alignment, its mean and centred form beside the vector
@@ -72,7 +73,7 @@ def collect(split: str, limit: int, out: str, pairs: list[tuple[str, str]]) -> N
 
 def routed(row: tuple) -> bool:
     """What ``rank()`` sends to the cross-lingual gate (``RankMemo.answer``)."""
-    return other_script(row[3], row[4])
+    return asked_across(row[3], row[4])
 
 
 def fit(rows: list[tuple], features: tuple[str, ...]) -> Calibration:

@@ -38,8 +38,9 @@ MiniLM's blind vector leg is dropped and the candidates carry the alignment, two
 probability decides): the keyword leg's gate, which tells questions on another topic, and one over the alignment,
 which tells questions that only share the words (:func:`~hybridmem.config.calibration.gate_model`). A question
 written in another script than each of the vector leg's top passages (:func:`other_script`: English over notes in
-Chinese), which neither the keyword leg nor the alignment can read, may also be answered by the model's cross-lingual
-gate (``CROSSLINGUAL_GATES``; the higher probability decides).
+Chinese) or in another language of the same script (:mod:`hybridmem.ranking.language`: English over notes in German),
+which neither the keyword leg nor the alignment can read, may also be answered by the model's cross-lingual gate
+(``CROSSLINGUAL_GATES``; the higher probability decides; :func:`asked_across`).
 
 Example:
     >>> from hybridmem.config.calibration import Calibration
@@ -60,9 +61,10 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Gate
 from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
+from hybridmem.ranking.language import other_language
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH",
-           "GATE_FEATURES", "answer_probability", "dominant_script", "logit", "other_script", "query_features"]
+           "GATE_FEATURES", "answer_probability", "asked_across", "dominant_script", "logit", "other_script", "query_features"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -194,6 +196,15 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
             return False
         found = found or script is not None
     return found
+
+
+def asked_across(query: str, passages: Sequence[str]) -> bool:
+    """Whether ``query`` is asked across languages of the first :data:`CROSSLINGUAL_PASSAGES` of ``passages`` (the
+    vector leg's, in rank order), where the cross-lingual gate may answer too: in another script than each
+    (:func:`other_script`), or in another language of the same script
+    (:func:`~hybridmem.ranking.language.other_language`: English over notes in German)."""
+    top = passages[:CROSSLINGUAL_PASSAGES]
+    return other_script(query, top) or other_language(query, top)
 
 
 def answer_probability(features: Mapping[str, float], model: Gate) -> float:

@@ -17,7 +17,7 @@ from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, other_script, query_features
+from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, asked_across, query_features
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
@@ -50,7 +50,7 @@ class RankMemo:
     """
 
     __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer", "_joint",
-                 "_probs", "_shared", "_other_script")
+                 "_probs", "_shared", "_other_language")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -61,7 +61,7 @@ class RankMemo:
         self.token_bits = TokenBits(lambda: {cid: c.tokens for cid, c in candidates.chunks.items()})
         self._calibrated: dict[str, Normalizer] = {}
         self._answer: dict[tuple, float] = {}
-        self._other_script: bool | None = None
+        self._other_language: bool | None = None
         # the legs' names and ids -> their joint features, and the fused probabilities per legs' factors
         self._joint: dict[tuple, tuple[tuple[list[int], np.ndarray], dict[tuple, tuple]]] = {}
         self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
@@ -216,19 +216,22 @@ class RankMemo:
         if got is None:
             features, names = self.query_features(legs), {leg.scored.name for leg in legs}
             model, aligned = self.candidates.vector_model, self.candidates.alignment is not None
-            got = answer_probability(features, gate_model(model, names, aligned=aligned, blind=blind))
-            if names == {"vector", "keyword"} and self.other_script():  # either gate may answer
-                got = max(got, answer_probability(features, gate_model(model, names, aligned, crosslingual=True)))
+            usual = gate_model(model, names, aligned=aligned, blind=blind)
+            got = answer_probability(features, usual)
+            cross = gate_model(model, names, aligned, crosslingual=True) if names == {"vector", "keyword"} else usual
+            if cross is not usual and self.other_language():  # either gate may answer
+                got = max(got, answer_probability(features, cross))
             self._answer[key] = got
         return got
 
-    def other_script(self) -> bool:
+    def other_language(self) -> bool:
         """Whether the query is written in another script than each of the vector leg's top passages (a question in
-        English over notes in Chinese): the keyword leg and the token alignment cannot read such a pair."""
-        if self._other_script is None:
+        English over notes in Chinese), or in another language of theirs (English over notes in German): the keyword
+        leg and the token alignment cannot read such a pair."""
+        if self._other_language is None:
             c = self.candidates
-            self._other_script = other_script(c.query, [c.chunks[h.chunk_id].text for h in c.vector])
-        return self._other_script
+            self._other_language = asked_across(c.query, [c.chunks[h.chunk_id].text for h in c.vector])
+        return self._other_language
 
     def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:
         """``chunk``'s snippet: centred on the query's matches, or the lead of its text."""
