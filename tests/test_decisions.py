@@ -718,6 +718,17 @@ def test_a_question_in_another_language_of_the_same_script_is_routed_by_the_lang
     assert [language_share(t)[0][0] for t in (*de, *es, *tr, *en)] == ["de"] * 2 + ["es"] * 2 + ["tr"] * 2 + ["en"] * 2
 
 
+def test_without_the_language_identifier_only_the_script_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """py3langid missing or broken: searches go on, a question in another script is still routed."""
+    from hybridmem.ranking import language
+    from hybridmem.ranking.gate import asked_across
+
+    monkeypatch.setattr(language, "_identifier", False)
+    de = ["Der Schlüssel für den Serverraum liegt bei Frau Becker im dritten Stock."]
+    assert not asked_across("who has the key to the server room?", de)
+    assert asked_across("who has the key to the server room?", ["服务器机房的钥匙在三楼的贝克尔女士那里。"])
+
+
 def test_vietnamese_counts_as_a_script_of_its_own_for_the_crosslingual_gate() -> None:
     """Vietnamese is Latin letters, some only it writes: a Vietnamese question over English notes was refused 87% of
     the time (XQuAD-R vi->en, test) and routed nowhere while Latin was one script."""

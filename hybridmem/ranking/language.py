@@ -10,7 +10,8 @@ its top passages, the question's own probability of being in that passage's lang
 and variants are not routed), and only when the question has :data:`LANGUAGE_WORDS` words or more (an identifier or a
 two-word query has no language to speak of).
 
-The model (4.6 MB, xz-compressed) takes about 0.6 s to load, once per process; :func:`preload` starts that in the
+The model (4.6 MB, xz-compressed, py3langid's package data) is read once per process, like a table, and takes
+about 0.6 s to load and 83 MB resident; :func:`preload` starts that in the
 background where a process expects to search. Each text is read to its first :data:`LANGUAGE_CHARS` characters, about
 0.1 ms a text; a passage's reading is kept (:func:`language_share`), since a memory's top passages recur.
 
@@ -27,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from functools import lru_cache
@@ -37,8 +39,10 @@ __all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "language_share
 LANGUAGE_SHARE = 0.01  # a question under this probability of each top passage's language is in another language
 LANGUAGE_WORDS = 3  # words of two letters or more a question needs to be read
 LANGUAGE_CHARS = 256  # characters read of each text
-PASSAGES = 3  # top passages of the vector leg read, as for the script (gate.CROSSLINGUAL_PASSAGES)
 
+_lock = threading.Lock()
+_identifier = None  # the loaded model; False when it cannot be loaded
+log = logging.getLogger(__name__)
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _CODE = re.compile(r"[_\d/\\=<>{}()\[\]@#$%^&*|~`]|[a-z][A-Z]")  # a token of code, a number, a path or an id
 
@@ -54,22 +58,26 @@ def words(text: str) -> list[str]:
 
 
 def _enough(query: str) -> bool:
-    """A query with a language to read: :data:`LANGUAGE_WORDS` words, or six letters of a script written without
-    spaces between words."""
+    """A query with a language to read: :data:`LANGUAGE_WORDS` words, or six letters outside ASCII among its words (a
+    Chinese or Japanese question runs its words together)."""
     got = words(query[:LANGUAGE_CHARS])
     return len(got) >= LANGUAGE_WORDS or sum(len(w) for w in got if not w.isascii()) >= 6
-_lock = threading.Lock()
-_identifier = None
 
 
 def _model():  # type: ignore[no-untyped-def]
+    """The identifier, loaded once; False when py3langid cannot be loaded (then only the script routes a question)."""
     global _identifier
     if _identifier is None:
         with _lock:
             if _identifier is None:
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+                try:
+                    from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-                _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                    _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                except (ImportError, OSError, ValueError) as e:
+                    log.warning("no language identifier (%s): a question is routed across languages by its script "
+                                "only", e)
+                    _identifier = False
     return _identifier
 
 
@@ -87,15 +95,15 @@ def language_share(text: str) -> tuple[tuple[str, float], ...]:
 
 
 def other_language(query: str, passages: Sequence[str]) -> bool:
-    """Whether ``query`` is in another language than each of the first :data:`PASSAGES` of ``passages`` (the vector
-    leg's, in rank order) that holds a word: its probability of the passage's most likely language is under
+    """Whether ``query`` is in another language than each of ``passages`` that holds a word (the caller's: the vector
+    leg's top 3, ``gate.asked_across``): its probability of the passage's most likely language is under
     :data:`LANGUAGE_SHARE`. False for a query of fewer than :data:`LANGUAGE_WORDS` words outside code and numbers
-    (:func:`words`), unless six of its letters are of a script written without spaces."""
-    if not _enough(query):
+    (:func:`words`), unless six of their letters are outside ASCII."""
+    if not _enough(query) or not _model():
         return False
     asked = dict(language_share(query))
     found = False
-    for passage in passages[:PASSAGES]:
+    for passage in passages:
         if not _WORD.search(passage[:LANGUAGE_CHARS]):
             continue
         if asked.get(language_share(passage)[0][0], 0.0) >= LANGUAGE_SHARE:
