@@ -10,10 +10,10 @@ its top passages, the question's own probability of being in that passage's lang
 and variants are not routed), and only when the question has :data:`LANGUAGE_WORDS` words or more (an identifier or a
 two-word query has no language to speak of).
 
-The model (4.6 MB, xz-compressed, py3langid's package data) is read once per process, like a table, and takes
-about 0.6 s to load and 83 MB resident; :func:`preload` starts that in the
-background where a process expects to search. Each text is read to its first :data:`LANGUAGE_CHARS` characters, about
-0.1 ms a text; a passage's reading is kept (:func:`language_share`), since a memory's top passages recur.
+The model (4.6 MB, xz-compressed, py3langid's package data) is read once per process, like a table: about 0.6 s to
+load, 83 MB resident; :func:`preload` starts that in the background where a process expects to search. Each text is
+read to its first :data:`LANGUAGE_CHARS` characters, about 0.1 ms a text; a passage's reading is kept
+(:func:`language_share`), since a memory's top passages recur.
 
 Example:
     >>> other_language("who is responsible for the database migration?",
