@@ -718,6 +718,33 @@ def test_a_question_in_another_language_of_the_same_script_is_routed_by_the_lang
     assert [language_share(t)[0][0] for t in (*de, *es, *tr, *en)] == ["de"] * 2 + ["es"] * 2 + ["tr"] * 2 + ["en"] * 2
 
 
+def test_the_language_identifier_is_unpacked_once_into_the_user_cache(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """py3langid's model is xz-compressed (0.6 s to read at each process start); it is unpacked once into the user
+    cache and mapped from there, with the same probabilities. A cache that cannot be written falls back to the
+    package's file."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    from hybridmem.ranking import language
+
+    texts = ["who has the key to the server room?", "Wer hat den Schlüssel zum Serverraum?", "服务器机房的钥匙在哪里",
+             "Mẹ mổ mắt ở bệnh viện nào?", "กุญแจห้องเซิร์ฟเวอร์อยู่ที่ไหน", "Ключ от серверной у кого?"]
+    packaged = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    for cache, unpacked in ((tmp_path / "cache", True), (tmp_path / "a-file", False)):
+        if not unpacked:
+            cache.write_text("not a folder")
+        monkeypatch.setenv("HYBRIDMEM_CACHE_DIR", str(cache))
+        monkeypatch.setattr(language, "_identifier", None)
+        for _ in range(2):  # unpacked the first time, read from the cache the second
+            got = language._model()
+            monkeypatch.setattr(language, "_identifier", None)
+            assert [got.rank(t) for t in texts] == [packaged.rank(t) for t in texts]
+        assert isinstance(got.tk_nextmove, memoryview) is unpacked
+        if unpacked:
+            (folder,) = cache.iterdir()
+            assert folder.name.startswith("langid-") and len(list(folder.glob("*.npy"))) == 6
+
+
 def test_without_the_language_identifier_only_the_script_routes(monkeypatch: pytest.MonkeyPatch) -> None:
     """py3langid missing or broken: searches go on, a question in another script is still routed."""
     from hybridmem.ranking import language

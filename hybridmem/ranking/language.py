@@ -4,15 +4,17 @@
 cross-lingual gate. A question in another language of the same script (English over German notes) shares few of its
 passages' words and aligns poorly with them token by token, so the usual gate refused 30% of such answerable XQuAD-R
 questions. A language identifier tells these apart: py3langid (Lui and Baldwin's langid.py, a naive Bayes model over
-byte n-grams of 97 languages, BSD-3-Clause, numpy only). :func:`other_language` routes a question when, for each of
-its top passages, the question's own probability of being in that passage's language is under
+byte n-grams of 142 languages and variants, BSD-3-Clause, numpy only). :func:`other_language` routes a question when,
+for each of its top passages, the question's own probability of being in that passage's language is under
 :data:`LANGUAGE_SHARE` (a German question read as Luxembourgish still gives German a fair share, so related languages
 and variants are not routed), and only when the question has :data:`LANGUAGE_WORDS` words or more (an identifier or a
 two-word query has no language to speak of).
 
-The model (4.6 MB, xz-compressed, py3langid's package data) is read once per process, like a table: about 0.6 s to
-load, 83 MB resident; :func:`preload` starts that in the background where a process expects to search. Each text is
-read to its first :data:`LANGUAGE_CHARS` characters, about 0.1 ms a text; a passage's reading is kept
+The model (py3langid's package data, 4.6 MB compressed with xz, 0.6 s to read) is unpacked once into the user cache
+(68 MB, one ``.npy`` per array) and mapped from there by each process in about 30 ms, like a table; the pages its
+automaton touches are read as it touches them (about 65 MB after a few hundred texts in several scripts, shared by
+every process on the machine). :func:`preload` starts that in the background where a process expects to search.
+Each text is read to its first :data:`LANGUAGE_CHARS` characters, about 0.1 ms a text; a passage's reading is kept
 (:func:`language_share`), since a memory's top passages recur.
 
 Example:
@@ -32,7 +34,10 @@ import logging
 import re
 import threading
 from functools import lru_cache
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
+
+from hybridmem.config.paths import user_cache_dir
 
 __all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "language_share", "other_language", "preload", "words"]
 
@@ -51,8 +56,10 @@ def words(text: str) -> list[str]:
     """The words of ``text`` (runs of two letters or more) outside its tokens of code, numbers and identifiers.
 
     Example:
-        >>> words("ERR_CONN_RESET after fetchUserProfile at 10:30 in E1042, l'été"), words("托马斯·戴维斯有多少次迫使掉球？")
-        (['after', 'at', 'in', 'été'], ['托马斯', '戴维斯有多少次迫使掉球'])
+        >>> words("ERR_CONN_RESET after fetchUserProfile at 10:30 in E1042, l'été")
+        ['after', 'at', 'in', 'été']
+        >>> words("托马斯·戴维斯有多少次迫使掉球？")
+        ['托马斯', '戴维斯有多少次迫使掉球']
     """
     return _WORD.findall(" ".join(t for t in text.split() if not _CODE.search(t)))
 
@@ -64,16 +71,64 @@ def _enough(query: str) -> bool:
     return len(got) >= LANGUAGE_WORDS or sum(len(w) for w in got if not w.isascii()) >= 6
 
 
+_ARRAYS = ("ptc", "pc", "classes", "nextmove", "nextmove_row", "out_feat")  # py3langid's model file, 0.4
+
+
+def _unpacked(folder: Path) -> dict[str, Any]:
+    """The model's arrays from ``folder`` (one ``.npy`` each, mapped, not read: the pages the automaton and the table
+    touch are read as they are), unpacking py3langid's xz-compressed file there first (0.5 s, 68 MB, once per version).
+    """
+    import lzma
+    import shutil
+    import tempfile
+
+    import numpy as np
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+
+    if not all((folder / f"{n}.npy").exists() for n in _ARRAYS):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        try:
+            with tempfile.TemporaryFile(dir=tmp) as npz:
+                with lzma.open(MODEL_DIR / MODEL_FILE) as src:
+                    shutil.copyfileobj(src, npz, length=1 << 20)
+                npz.seek(0)
+                with np.load(npz, allow_pickle=False) as data:
+                    for n in _ARRAYS:
+                        np.save(tmp / f"{n}.npy", data[n], allow_pickle=False)
+            try:
+                tmp.rename(folder)
+            except OSError:  # another process unpacked it meanwhile
+                if not (folder / "out_feat.npy").exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in _ARRAYS}
+
+
 def _model():  # type: ignore[no-untyped-def]
-    """The identifier, loaded once; False when py3langid cannot be loaded (then only the script routes a question)."""
+    """The identifier, loaded once; False when py3langid cannot be loaded (then only the script routes a question).
+    Read from its arrays unpacked in the user cache (a few ms) where that folder can be written, else from its own
+    file (0.6 s)."""
     global _identifier
     if _identifier is None:
         with _lock:
             if _identifier is None:
                 try:
+                    from importlib.metadata import version
+
+                    import numpy as np
                     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-                    _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                    try:
+                        a = _unpacked(user_cache_dir() / f"langid-{version('py3langid')}")
+                        # the automaton is walked a byte at a time: memoryviews index as fast as the array module
+                        _identifier = LanguageIdentifier(
+                            a["ptc"], np.asarray(a["pc"]), a["classes"].tolist(), memoryview(a["nextmove"]),
+                            a["out_feat"].tolist(), norm_probs=True, tk_row=memoryview(a["nextmove_row"]))
+                    except (OSError, ValueError, KeyError) as e:
+                        log.info("language identifier read from its package (%s)", e)
+                        _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
                 except (ImportError, OSError, ValueError) as e:
                     log.warning("no language identifier (%s): a question is routed across languages by its script "
                                 "only", e)
