@@ -228,13 +228,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
                   f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
                   f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
+        if r.routed_across:
+            print("asked across languages (another script or language than its top passages): the cross-lingual "
+                  "gate may answer too, and the hits take the cross-lingual fit's probabilities")
         read = resp.candidates.passage_alignment
         model = resp.candidates.vector_model or ""
         lifts = resp.config.fusion == "joint" and resp.config.vector_weight > 0  # the lift is the vector leg's
         if read and lifts and joint_model(model, aligned=True) is not joint_model(model):
             cite = {h.chunk_id: h.citation for h in r.candidates}  # the first decision reads it too
             print("alignment of each passage read (the order lifts each above the least aligned; fused: the "
-                  "probabilities of the order without it, highest first down this order): " + ", ".join(
+                  "probabilities of the fit the hits take, without the lift, highest first down this order): "
+                  + ", ".join(
                 f"{cite.get(cid, cid)} {m:.3f}" for cid, m in sorted(read.items(), key=lambda x: -x[1])))
         print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
               f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")

@@ -238,6 +238,10 @@ class Ranking:
     # whether it was below RankConfig.answer_threshold, so nothing was returned.
     answer_probability: float | None = None
     abstained: bool = False
+    # The question was read as asked in another script or language than its top passages (RankMemo.other_language):
+    # the cross-lingual gate may answer too and the hits take the cross-lingual fit's probabilities. Read only for a
+    # model that has either (False otherwise).
+    routed_across: bool = False
 
 
 @dataclass(frozen=True)

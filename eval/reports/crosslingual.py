@@ -13,11 +13,18 @@ reports false abstention and abstention per pair, also with each pair left out o
     PYTHONPATH=. python eval/reports/crosslingual.py fit rows-train.pkl          # prints the gate and LOPO
     PYTHONPATH=. python eval/reports/crosslingual.py report rows-test.pkl        # the shipped gates on other rows
 
-(docs/ranking.md, "Questions in another language than the memory".)
+The hits' probabilities of a routed question (``CROSSLINGUAL_HITS``): every pooled candidate of the answerable
+questions, with its order features and label, and the default's top 10 as shown (the gate off):
+
+    PYTHONPATH=. python eval/reports/crosslingual.py collect-hits train 300 hits-train.pkl en:zh zh:en ...
+    PYTHONPATH=. python eval/reports/crosslingual.py fit-hits hits-train.pkl hits-test.pkl   # the fit; test and LOPO
+
+(docs/ranking.md, "Questions in another language than the memory" and "A hit's score across languages".)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 import sys
@@ -28,7 +35,9 @@ from dataclasses import replace
 import numpy as np
 
 from hybridmem.config import DEFAULT_RANKING
-from hybridmem.config.calibration import ANSWER_THRESHOLD, GATE_MODELS, Calibration, gate_model
+from hybridmem.config.calibration import (
+    ANSWER_THRESHOLD, GATE_MODELS, JOINT_FEATURES, Calibration, gate_model,
+)
 from hybridmem.eval import Evaluator
 from hybridmem.eval.abstention import no_answer_candidates
 from hybridmem.eval.calibrate import fit_logistic
@@ -37,6 +46,9 @@ from hybridmem.eval.datasets.base import Query
 from hybridmem.eval.datasets.xquad import article_halves
 from hybridmem.eval.decisions import false_point
 from hybridmem.eval.runner import eval_config
+from hybridmem.eval.units import holds_judged
+from hybridmem.ranking import rank
+from hybridmem.ranking.calibrate import fit_logistic as fit_candidates
 from hybridmem.ranking.gate import answer_probability, asked_across
 from hybridmem.ranking.pipeline import decision_features
 
@@ -123,9 +135,115 @@ def table(rows: list[tuple], gates: dict[str, object]) -> None:
               + " | ".join(cells) + " |")
 
 
+def collect_hits(split: str, limit: int, out: str, pairs: list[tuple[str, str]]) -> None:
+    """Per answerable question of each pair: whether it is routed, each pooled candidate's order features (with the
+    alignment and without) and label, and the default's top 10 (chunk id, score) as a search shows them, the gate
+    off, with the alignment and without."""
+    cfg = eval_config(DEFAULT_RANKING, 10).replace(answer_threshold=0.0)
+    rows = []
+    for ql, dl in pairs:
+        t = time.time()
+        ds = load_dataset(f"xquad-{dl}")
+        asked = {q.id: q.text for q in load_dataset(f"xquad-{ql}").queries}
+        xds = replace(ds, name=f"xquad-{ql}-on-{dl}",
+                      queries=tuple(replace(q, text=asked[q.id]) for q in ds.queries if q.id in asked))
+        ev = Evaluator(xds, progress=False)
+        chosen = [q for q in xds.queries if q.split == split and xds.qrels.get(q.id)][:limit]
+        for q, c in zip(chosen, no_answer_candidates(ev, chosen, cfg.pool, None)):
+            bare = dataclasses.replace(c, passage_alignment=None, alignment=None)
+            feats = {key: decision_features(cc, cfg)[0] for key, cc in (("aligned", c), ("bare", bare))}
+            labels = {cid: int(holds_judged(c.chunks[cid], xds.qrels[q.id], xds.evidence, xds.kind))
+                      for cid in feats["aligned"]}
+            shown = {key: [(h.chunk_id, h.final_score) for h in rank(cc, cfg, now=0.0).hits[:10]]
+                     for key, cc in (("aligned", c), ("bare", bare))}
+            rows.append((f"{ql}->{dl}", q.id, asked_across(c.query, [c.chunks[h.chunk_id].text for h in c.vector]),
+                         feats, labels, shown))
+        ev.close()
+        print(f"{ql}->{dl}: {time.time() - t:.0f}s", flush=True)
+    with open(out, "wb") as fh:
+        pickle.dump(rows, fh)
+
+
+HIT_COLUMNS = 7  # the order's features but the alignment's lift (which only reorders): one fit with and without it
+
+
+def fit_hits(rows: list[tuple]) -> Calibration:
+    """A pointwise logistic fit over the order's features of every pooled candidate of the routed answerable
+    questions, each pair of the same weight, each coefficient >= 0 (a hit's probability never falls as a leg's raw
+    score rises)."""
+    count: dict[str, int] = defaultdict(int)
+    for r in rows:
+        count[r[0]] += 1
+    xs, ys, ws = [], [], []
+    for r in rows:
+        feats = r[3]["aligned"]
+        xs.append(np.array([feats[c][:HIT_COLUMNS] for c in feats]))
+        ys.append(np.array([r[4][c] for c in feats], dtype=float))
+        ws.append(np.full(len(feats), 1.0 / (count[r[0]] * len(feats))))
+    x, y, w = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    coef, b = fit_candidates((x - mu) / sd, y, w / w.sum(), l2=1e-4, nonnegative=tuple(range(HIT_COLUMNS)))
+    scaled = np.asarray(coef) / sd
+    pairs = sorted(count)
+    return Calibration(JOINT_FEATURES, tuple(round(float(v), 4) for v in scaled) + (0.0,),
+                       round(float(b - (scaled * mu).sum()), 4),
+                       f"{int(y.sum())} relevant of {len(y)} candidates of {len(rows)} answerable train questions of "
+                       f"XQuAD-R language pairs routed across ({', '.join(pairs)})")
+
+
+def hit_table(rows: list[tuple], models: dict[str, Calibration | dict[str, Calibration] | None]) -> None:
+    """Per pair, the top 10 hits' mean score, ECE (10 bins) and log loss, with the alignment and without: as shown
+    when collected (None) or with each model's probabilities handed down the shown order (a dict: one model per
+    pair)."""
+    def scores(r: tuple, key: str, model: Calibration | dict[str, Calibration] | None) -> list[tuple[float, int]]:
+        shown = r[5][key]
+        if model is None:
+            return [(s, r[4][cid]) for cid, s in shown]
+        m = model[r[0]] if isinstance(model, dict) else model
+        feats = r[3][key]
+        z = np.array([feats[c] for c in feats]) @ np.array(m.coef) + m.intercept
+        p = np.sort(1.0 / (1.0 + np.exp(-z)))[::-1]
+        return [(float(p[k]), r[4][cid]) for k, (cid, _) in enumerate(shown)]
+
+    def read(got: list[tuple[float, int]]) -> str:
+        p = np.clip(np.array([g[0] for g in got]), 1e-9, 1 - 1e-9)
+        y = np.array([g[1] for g in got], dtype=float)
+        bins = np.minimum((p * 10).astype(int), 9)
+        ece = sum(abs(p[bins == k].mean() - y[bins == k].mean()) * (bins == k).sum() for k in range(10)
+                  if (bins == k).any()) / len(p)
+        return f"{p.mean():.3f} / {ece:.3f} / {-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)):.3f}"
+
+    routed_rows = [r for r in rows if r[2]]
+    for key in ("aligned", "bare"):
+        print(f"\n{key}: | pair | routed | hits | relevant | "
+              + " | ".join(f"{n}: mean / ECE / log loss" for n in models) + " |")
+        print("|---|---|---|---|" + "---|" * len(models))
+        for pair in [*sorted({r[0] for r in rows}), "all"]:
+            rs = [r for r in routed_rows if pair in ("all", r[0])]
+            if not rs:
+                print(f"| {pair} | 0/{sum(r[0] == pair for r in rows)} |")
+                continue
+            got = {n: [g for r in rs for g in scores(r, key, m)] for n, m in models.items()}
+            first = next(iter(got.values()))
+            print(f"| {pair} | {len(rs)}/{sum(pair in ('all', r[0]) for r in rows)} | {len(first)} | "
+                  f"{np.mean([g[1] for g in first]):.3f} | " + " | ".join(read(g) for g in got.values()) + " |")
+
+
 def main(argv: list[str]) -> None:
-    if argv[0] == "collect":
-        collect(argv[1], int(argv[2]), argv[3], [tuple(p.split(":")) for p in argv[4:]])  # type: ignore[misc]
+    if argv[0] in ("collect", "collect-hits"):
+        (collect if argv[0] == "collect" else collect_hits)(argv[1], int(argv[2]), argv[3],
+                                                             [tuple(p.split(":")) for p in argv[4:]])  # type: ignore[misc]
+        return
+    if argv[0] == "fit-hits":
+        with open(argv[1], "rb") as fh:
+            train = [r for r in pickle.load(fh) if r[2]]
+        model = fit_hits(train)
+        print(f"'multilingual-e5-small': {model!r}")
+        with open(argv[2] if len(argv) > 2 else argv[1], "rb") as fh:
+            test = pickle.load(fh)
+        left_out = {pair: fit_hits([r for r in train if r[0] != pair]) if any(r[0] == pair for r in train) else model
+                    for pair in sorted({r[0] for r in test})}
+        hit_table(test, {"as collected": None, "this fit": model, "its pair left out of the fit": left_out})
         return
     with open(argv[1], "rb") as fh:
         rows = pickle.load(fh)

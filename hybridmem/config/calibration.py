@@ -118,6 +118,16 @@ CROSSLINGUAL_GATES: dict[str, Calibration] = {
         "5912 answerable and 5891 no-answer train questions of XQuAD-R language pairs routed to it (ar->en, de->ru, el->en, en->ar, en->el, en->hi, en->ru, en->th, en->vi, en->zh, es->ar, hi->en, ru->en, th->en, tr->hi, vi->de, vi->en, vi->zh, zh->en, zh->vi); intercept moved so its 2% point is the threshold"),
 }
 
+# The hits' probabilities where a question is routed across languages (RankMemo.other_language), per embedding model:
+# the order is the model's own, only the probabilities handed out down it come from this fit (hit_model), whose
+# features are the order's at their cross-lingual levels (a cosine across languages sits lower, the keyword leg finds
+# little). Fitted on every pooled candidate of XQuAD-R's answerable train questions asked of another language's
+# sentences and routed, by eval/reports/crosslingual.py (fit-hits); docs/ranking.md, "A hit's score across languages".
+CROSSLINGUAL_HITS: dict[str, Calibration] = {
+    "multilingual-e5-small": Calibration(JOINT_FEATURES, (5.5874, 0.7469, 68.23, 0.0, 1.9667, 0.0, 0.0, 0.0), -9.5538,
+        "7984 relevant of 367263 candidates of 8352 answerable train questions of XQuAD-R language pairs routed across (ar->en, de->en, de->es, de->ru, el->en, en->ar, en->de, en->el, en->es, en->hi, en->ru, en->th, en->tr, en->vi, en->zh, es->ar, es->en, es->tr, hi->en, ru->en, th->en, tr->en, tr->hi, vi->de, vi->en, vi->zh, zh->en, zh->vi)"),
+}
+
 FALLBACK_VECTOR_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_GATE_MODEL = "multilingual-e5-small"  # whose gate a model with no fit of its own uses
 KEYWORD_GATE = "keyword"  # the gate of the keyword leg alone (GATE_MODELS key)
@@ -162,6 +172,19 @@ def joint_model(model: str = "", aligned: bool = False) -> Calibration:
         True
     """
     return (aligned and JOINT_MODELS.get(f"{model}|aligned")) or JOINT_MODELS.get(model) or JOINT_MODEL
+
+
+def hit_model(model: str = "", crosslingual: bool = False) -> Calibration:
+    """The model whose probabilities a search's hits take (:func:`~hybridmem.ranking.joint.joint_fusion`'s
+    ``scored_by``): the plain order's (:func:`joint_model`), or, for a question asked across languages
+    (``crosslingual``), ``model``'s cross-lingual fit where it has one (:data:`CROSSLINGUAL_HITS`). Either way a
+    probability of relevance given that the query has an answer.
+
+    Example:
+        >>> hit_model("no-such-model", crosslingual=True) is joint_model("no-such-model")
+        True
+    """
+    return (crosslingual and CROSSLINGUAL_HITS.get(model)) or joint_model(model)
 
 
 def gate_model(model: str, legs: frozenset[str] | set[str] = frozenset({"vector", "keyword"}),

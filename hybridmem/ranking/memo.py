@@ -13,7 +13,9 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from hybridmem.config import RankConfig
-from hybridmem.config.calibration import KEYWORD_CALIBRATION, gate_model, joint_model, vector_calibration
+from hybridmem.config.calibration import (
+    CROSSLINGUAL_HITS, KEYWORD_CALIBRATION, gate_model, hit_model, joint_model, vector_calibration,
+)
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
@@ -156,8 +158,10 @@ class RankMemo:
     def joint(self, legs: Sequence[Leg], config: RankConfig) -> dict[int, float]:
         """:func:`~hybridmem.ranking.joint.joint_fusion` of ``legs`` under the fitted model; when the candidates carry
         the token alignment and the model has an order that weighs it (:func:`~hybridmem.config.calibration.joint_model`),
-        in that order, with the plain model's probabilities handed out down it. Legs with the same chunks and
-        factors get the same dict: read it, never change it."""
+        in that order, with the plain model's probabilities handed out down it; for a question asked across languages
+        (:meth:`other_language`, both legs taking part), the model's cross-lingual fit's probabilities where it has one
+        (:func:`~hybridmem.config.calibration.hit_model`). Legs with the same chunks and factors get the same dict:
+        read it, never change it."""
         joint_legs = self.joint_legs(legs, config)
         key = tuple((leg.name, leg.ids) for leg in joint_legs)  # the features do not depend on the weights
         entry = self._joint.get(key)
@@ -165,14 +169,17 @@ class RankMemo:
             entry = self._joint[key] = (feature_matrix(joint_legs, self.candidates.passage_alignment), {})
         feats, fused = entry
         c = self.candidates
-        plain = joint_model(c.vector_model or "")
-        order = joint_model(c.vector_model or "", aligned=c.passage_alignment is not None)
+        model = c.vector_model or ""
+        across = (model in CROSSLINGUAL_HITS and {leg.name for leg in joint_legs} == {"vector", "keyword"}
+                  and self.other_language())
+        scored = hit_model(model, across)
+        order = joint_model(model, aligned=c.passage_alignment is not None)
         # the probabilities depend on the legs' factors alone: configs that differ elsewhere (MMR, decay) share them
         factors = tuple(leg.factor for leg in joint_legs)
         got = fused.get(factors)
-        if got is None or got[0] is not order or got[1] is not plain:
-            got = fused[factors] = (order, plain, joint_fusion(joint_legs, order, feats,
-                                                                None if order is plain else plain))
+        if got is None or got[0] is not order or got[1] is not scored:
+            got = fused[factors] = (order, scored, joint_fusion(joint_legs, order, feats,
+                                                                 None if order is scored else scored))
         return got[2]
 
     def query_features(self, legs: Sequence[Leg]) -> dict[str, float]:
@@ -232,6 +239,10 @@ class RankMemo:
             c = self.candidates
             self._other_language = asked_across(c.query, [c.chunks[h.chunk_id].text for h in c.vector])
         return self._other_language
+
+    def routed_across(self) -> bool:
+        """Whether :meth:`other_language` was asked (a model with a cross-lingual gate or hit fit) and said yes."""
+        return bool(self._other_language)
 
     def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:
         """``chunk``'s snippet: centred on the query's matches, or the lead of its text."""

@@ -156,7 +156,7 @@ def rank(
             out.append(make(chunks[cid], None, "", False))
     hits = tuple(out[:n_kept])
     return Ranking(hits=hits, candidates=tuple(out) if explain else hits, rescued=rescued,
-                   answer_probability=answer, abstained=abstained)
+                   answer_probability=answer, abstained=abstained, routed_across=memo.routed_across())
 
 
 def check_config(config: RankConfig) -> None:
