@@ -303,6 +303,42 @@ def test_a_search_waits_for_the_loading_model_up_to_model_wait_s(ws: Path, monke
         assert out.get("fallback_reason") != LOADING_REASON and out["results"]
 
 
+@pytest.mark.slow
+def test_the_first_search_of_a_fresh_server_waits_for_the_token_alignment(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer gate's token alignment loads after the model (its encoder session, about a second). A server's first
+    search went without it, and its gate answered "what is the capital of Australia?" from an unrelated note that
+    every later search refused. A search now waits for it up to ``serve.alignment_wait_s``, then goes without."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "buero.md").write_text(
+        "# Büro\n\n- Der Schlüssel für den Serverraum liegt bei Frau Becker im dritten Stock.\n", encoding="utf-8")
+    from hybridmem.embeddings.e5 import E5Embedder
+
+    gate = threading.Event()
+    load = E5Embedder._load_fast
+
+    def slow_load(self: E5Embedder, *args: object) -> object:  # the server's warm-up loads the session slowly
+        if threading.current_thread().name == "hybridmem-model":
+            gate.wait(30)
+        return load(self, *args)
+
+    monkeypatch.setattr(E5Embedder, "_load_fast", slow_load)
+    (ws / "hybridmem.toml").write_text("[serve]\nalignment_wait_s = 0.3\n", encoding="utf-8")
+    with MemoryService(ws, watch=False) as svc:
+        t0 = time.perf_counter()
+        out = svc.search("who has the key to the server room?")
+        assert time.perf_counter() - t0 >= 0.3 and "align" not in out["timings_ms"]  # waited, then went without
+        assert out["results"] and not out["fallback"]
+        (ws / "hybridmem.toml").write_text("[serve]\nalignment_wait_s = 30\n", encoding="utf-8")
+        threading.Timer(0.3, gate.set).start()
+        out = svc.search("who has the key to the server room?")  # the alignment arrives while this one waits
+        assert "align" in out["timings_ms"] and out["results"][0]["path"] == "memory/buero.md"
+    monkeypatch.setattr(E5Embedder, "_load_fast", load)
+    with MemoryService(ws, watch=False) as svc:  # the real load, asked at once: the first search reads it
+        assert "align" in svc.search("who has the key to the server room?")["timings_ms"]
+
+
 def test_close_waits_for_the_model_still_loading(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server told to stop while its model loads lets the load finish before it closes the index (a process that
     exits while ONNX Runtime builds a session aborts)."""

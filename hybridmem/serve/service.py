@@ -12,7 +12,9 @@ query log. Tool calls go through :class:`~hybridmem.tools.MemoryTools` (the one 
   in when it is ready: until then searches answer from the old index, with its model (both legs, no wait).
 * The embedding model starts loading at once, in the background. A search waits for it up to ``serve.model_wait_s``
   (1 s; e5 loads in about 0.2 s), then runs keyword-only and says so (``fallback_reason``), so no answer waits for
-  torch.
+  torch. Then the answer gate's token alignment loads (its encoder session), and a search waits for that up to
+  ``serve.alignment_wait_s`` (3 s) before it goes without it: the first question of a fresh server is decided by
+  the same gate as every later one.
 * :meth:`MemoryService.close` waits (up to :data:`CLOSE_WAIT_S` in all) for the work it started in the background: the
   model loading, a re-index after a settings change. A process that exits while ONNX Runtime builds a session or
   embeds on another thread aborts ("terminate called without an active exception", SIGABRT), which a client that
@@ -66,8 +68,10 @@ class MemoryService:
         self._workers: list[threading.Thread] = []  # what close() waits for
         self._workers_lock = threading.Lock()  # apart from _lock: refresh() starts workers while holding it
         self._retired: list[MemoryIndex] = []
-        # The served index and whether its model is ready, swapped together (a search reads both at once).
-        self._serving: tuple[MemoryIndex, threading.Event] = (self._open(self._load()), threading.Event())
+        # The served index, whether its model is ready and whether its token alignment is, swapped together (a search
+        # reads them at once).
+        self._serving: tuple[MemoryIndex, threading.Event, threading.Event] = (
+            self._open(self._load()), threading.Event(), threading.Event())
         self.index.sync()
         self.log = self._make_log(self.index.settings)
         self.watcher = self._start_watcher(self.index)
@@ -76,6 +80,7 @@ class MemoryService:
             self._background(self._load_model, self.index, name="hybridmem-model")
         else:
             self._model_ready.set()
+            self._serving[2].set()
 
     @property
     def index(self) -> MemoryIndex:
@@ -116,13 +121,16 @@ class MemoryService:
         return Watcher(index, debounce_s=self.debounce_s).start()
 
     def _load_model(self, index: MemoryIndex) -> None:
-        ready = self._model_ready  # this generation's, taken before a rebuild could swap another in
+        _, ready, aligned = self._serving  # this generation's, taken before a rebuild could swap others in
         try:
             embedder = index.embedder
         finally:
             ready.set()
-        if embedder is not None:
-            index.warm_alignment()  # the answer gate's token alignment
+        try:
+            if embedder is not None:
+                index.warm_alignment()  # the answer gate's token alignment
+        finally:
+            aligned.set()
 
     def refresh(self) -> None:
         """Apply a changed settings file (called before every tool call). A file that does not parse leaves the
@@ -176,7 +184,8 @@ class MemoryService:
         index and its model meanwhile, at full quality."""
         try:
             new.sync()
-            _ = new.embedder  # usually loaded by the sync already; never loaded after the swap
+            if new.embedder is not None:  # usually loaded by the sync already; never loaded after the swap
+                new.warm_alignment()
         except Exception as exc:  # noqa: BLE001 - keep serving the old index and say why
             self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
             new.close()
@@ -185,7 +194,7 @@ class MemoryService:
             old_watcher.stop()
         ready = threading.Event()
         ready.set()
-        self._serving = (new, ready)
+        self._serving = (new, ready, ready)
         self.watcher = self._start_watcher(new)
         self._retired.append(old)  # closed at shutdown: a search may still be running on it
         try:  # what changed since new.sync() looked (a note a memory_write synced into the old index meanwhile)
@@ -256,7 +265,8 @@ class MemoryService:
 
 class _Backend:
     """What :class:`MemoryTools` searches: the service's current index, keyword-only while the model loads (after
-    waiting ``serve.model_wait_s`` for it)."""
+    waiting ``serve.model_wait_s`` for it), without the token alignment while that loads (after waiting
+    ``serve.alignment_wait_s`` for it)."""
 
     def __init__(self, service: MemoryService) -> None:
         self._service = service
@@ -266,11 +276,14 @@ class _Backend:
         return self._service.index.settings
 
     def search(self, query: str, **kwargs: Any) -> Any:
-        index, model_ready = self._service._serving
-        uses_model = index.settings.ranking.vector_weight > 0
-        if uses_model and not model_ready.wait(index.settings.serve.model_wait_s):
+        index, model_ready, aligned = self._service._serving
+        settings = index.settings
+        uses_model = settings.ranking.vector_weight > 0
+        if uses_model and not model_ready.wait(settings.serve.model_wait_s):
             resp = index.search(query, vector_weight=0.0, text_weight=1.0, **kwargs)
             return _Loading(resp)
+        if uses_model and settings.embedding.token_alignment and settings.embedding.provider != "none":
+            aligned.wait(settings.serve.alignment_wait_s)
         return index.search(query, **kwargs)
 
     def get(self, path: str, from_line: int | None = None, lines: int | None = None) -> dict[str, Any]:
