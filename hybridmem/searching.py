@@ -16,6 +16,7 @@ from typing import Any, Callable
 from pathlib import Path
 
 from hybridmem.config import RankConfig, Settings
+from hybridmem.config.calibration import reads_language
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
 from hybridmem.ranking.language import preload as preload_language_identifier
@@ -89,12 +90,13 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
     :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider."""
     timings: dict[str, float] = {}
-    if cfg.vector_weight > 0 and cfg.text_weight > 0:
-        preload_language_identifier()  # the answer gate may ask which language the query is in: load it meanwhile
     if cfg.vector_weight > 0 and not embedder.loaded:
         t0 = time.perf_counter()
         _ = embedder.get()  # load the model outside the per-query timings
         timings["model_load"] = (time.perf_counter() - t0) * 1000
+    loaded = embedder.get() if cfg.vector_weight > 0 and cfg.text_weight > 0 else None
+    if loaded is not None and reads_language(loaded.model):
+        preload_language_identifier()  # rank() will ask which language the query is in: load it meanwhile
     t_all = time.perf_counter()
     cands = retriever.retrieve(query, cfg.pool, cfg.text_weight > 0, cfg.vector_weight > 0, scope,
                                cfg.needs_vectors, None, timings)

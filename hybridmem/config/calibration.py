@@ -174,6 +174,17 @@ def joint_model(model: str = "", aligned: bool = False) -> Calibration:
     return (aligned and JOINT_MODELS.get(f"{model}|aligned")) or JOINT_MODELS.get(model) or JOINT_MODEL
 
 
+def reads_language(model: str) -> bool:
+    """Whether :func:`~hybridmem.ranking.rank` asks which language a query is in for embedding ``model``: where it has
+    a cross-lingual gate or hit fit (:data:`CROSSLINGUAL_GATES`, :data:`CROSSLINGUAL_HITS`).
+
+    Example:
+        >>> reads_language("multilingual-e5-small"), reads_language("all-MiniLM-L6-v2")
+        (True, False)
+    """
+    return model in CROSSLINGUAL_GATES or model in CROSSLINGUAL_HITS
+
+
 def hit_model(model: str = "", crosslingual: bool = False) -> Calibration:
     """The model whose probabilities a search's hits take (:func:`~hybridmem.ranking.joint.joint_fusion`'s
     ``scored_by``): the plain order's (:func:`joint_model`), or, for a question asked across languages
