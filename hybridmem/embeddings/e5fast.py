@@ -166,11 +166,13 @@ def graph_path(weights: E5Weights, sha: str | None = None) -> Path:
     return cache_root() / "e5" / f"{weights.path.stem}-{sha[:16]}-g{GRAPH_VERSION}.onnx"
 
 
-def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1) -> tuple[list, str]:
-    """``sessions`` ONNX Runtime sessions of the cached graph of ``weights`` and how it was had (``cached``,
-    ``built``, ``rebuilt``: the cached file would not load, or ``memory``: the cache folder is not writable)."""
+def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1,
+               path: Path | None = None) -> tuple[list, str]:
+    """``sessions`` ONNX Runtime sessions of the cached graph of ``weights`` (at ``path``: :func:`graph_path`'s) and
+    how it was had (``cached``, ``built``, ``rebuilt``: the cached file would not load, or ``memory``: the cache
+    folder is not writable)."""
     ort = _import_runtime()
-    path = graph_path(weights)
+    path = path or graph_path(weights)
     state = "built"
     if path.is_file():
         try:
@@ -186,6 +188,11 @@ def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1) -> tuple
     except OSError:
         state = "memory"
     return [_load_session(ort, blob, threads) for _ in range(sessions)], state
+
+
+def alnum_pieces(pieces: Sequence[str]) -> np.ndarray:
+    """Per piece, whether it holds a letter or digit (``str.isalnum`` of any of its characters)."""
+    return np.array([any(ch.isalnum() for ch in p) for p in pieces], dtype=bool)
 
 
 class FastE5:
@@ -207,7 +214,9 @@ class FastE5:
         self.threads = threads or usable_cores()
         self.tokenizer = E5Tokenizer(self.weights)
         n = sessions or self.threads
-        self._sessions, self.graph_state = load_graph(self.weights, threads=max(1, self.threads // n), sessions=n)
+        self._graph = graph_path(self.weights)
+        self._sessions, self.graph_state = load_graph(self.weights, threads=max(1, self.threads // n), sessions=n,
+                                                      path=self._graph)
         self._word = self.weights.q4("emb.word")
         self._pos = self.weights.f32("emb.pos").reshape(-1, self.dims)
         self._type = self.weights.f32("emb.type")[: self.dims]
@@ -250,8 +259,25 @@ class FastE5:
         return n
 
     def _word_pieces(self) -> np.ndarray:
+        """Per vocabulary id, whether the piece holds a letter or digit: 0.25 s to work out over 250k pieces, so kept
+        beside the cached graph (named by the same weights hash) and read from there in a millisecond."""
         if self._words is None:
-            self._words = np.array([any(ch.isalnum() for ch in p) for p in self.weights.vocab.pieces], dtype=bool)
+            path = self._graph.with_suffix(".words.npy")
+            n = len(self.weights.vocab.pieces)
+            try:
+                got = np.load(path, allow_pickle=False)
+                if got.shape != (n,) or got.dtype != np.bool_:
+                    raise ValueError(f"{path} holds {got.shape} {got.dtype}")
+            except (OSError, ValueError, EOFError):  # missing, truncated or another table: work it out again
+                got = alnum_pieces(self.weights.vocab.pieces)
+                try:
+                    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+                    with open(tmp, "wb") as fh:
+                        np.save(fh, got, allow_pickle=False)
+                    os.replace(tmp, path)
+                except OSError:  # a cache that cannot be written: work it out in each process
+                    pass
+            self._words = got
         return self._words
 
     def token_states(self, texts: Sequence[str], is_query: bool = False,
