@@ -58,15 +58,20 @@ FEATURES = {"multilingual-e5-small|aligned": ("vector_top", "vector_gap", "align
             "multilingual-e5-small": ("vector_top", "vector_gap")}
 
 
+def asked_of(ql: str, dl: str):  # noqa: ANN201
+    """XQuAD-R language ``dl``'s sentences and judgments with its questions as written in language ``ql``."""
+    ds = load_dataset(f"xquad-{dl}")
+    asked = {q.id: q.text for q in load_dataset(f"xquad-{ql}").queries}
+    return replace(ds, name=f"xquad-{ql}-on-{dl}",
+                   queries=tuple(replace(q, text=asked[q.id]) for q in ds.queries if q.id in asked))
+
+
 def collect(split: str, limit: int, out: str, pairs: list[tuple[str, str]]) -> None:
     cfg = eval_config(DEFAULT_RANKING, 10)
     rows = []
     for ql, dl in pairs:
         t = time.time()
-        ds = load_dataset(f"xquad-{dl}")
-        asked = {q.id: q.text for q in load_dataset(f"xquad-{ql}").queries}
-        xds = replace(ds, name=f"xquad-{ql}-on-{dl}",
-                      queries=tuple(replace(q, text=asked[q.id]) for q in ds.queries if q.id in asked))
+        xds = asked_of(ql, dl)
         ev = Evaluator(xds, progress=False)
         chosen = [q for q in xds.queries if q.split == split][:limit]
         docs, sides = article_halves(dl)
@@ -143,10 +148,7 @@ def collect_hits(split: str, limit: int, out: str, pairs: list[tuple[str, str]])
     rows = []
     for ql, dl in pairs:
         t = time.time()
-        ds = load_dataset(f"xquad-{dl}")
-        asked = {q.id: q.text for q in load_dataset(f"xquad-{ql}").queries}
-        xds = replace(ds, name=f"xquad-{ql}-on-{dl}",
-                      queries=tuple(replace(q, text=asked[q.id]) for q in ds.queries if q.id in asked))
+        xds = asked_of(ql, dl)
         ev = Evaluator(xds, progress=False)
         chosen = [q for q in xds.queries if q.split == split and xds.qrels.get(q.id)][:limit]
         for q, c in zip(chosen, no_answer_candidates(ev, chosen, cfg.pool, None)):
