@@ -26,6 +26,7 @@ own graph.
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import re
@@ -180,14 +181,22 @@ def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1,
         except Exception:  # noqa: BLE001 - a truncated or corrupt file: build it again
             state = "rebuilt"
     blob = build_model(weights)
+    if not _cache_file(path, blob):
+        state = "memory"
+    return [_load_session(ort, blob, threads) for _ in range(sessions)], state
+
+
+def _cache_file(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` in the cache atomically (another process reads it whole or not at all); False when
+    the cache cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(blob)
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError:
-        state = "memory"
-    return [_load_session(ort, blob, threads) for _ in range(sessions)], state
+        return False
+    return True
 
 
 def alnum_pieces(pieces: Sequence[str]) -> np.ndarray:
@@ -270,13 +279,9 @@ class FastE5:
                     raise ValueError(f"{path} holds {got.shape} {got.dtype}")
             except (OSError, ValueError, EOFError):  # missing, truncated or another table: work it out again
                 got = alnum_pieces(self.weights.vocab.pieces)
-                try:
-                    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-                    with open(tmp, "wb") as fh:
-                        np.save(fh, got, allow_pickle=False)
-                    os.replace(tmp, path)
-                except OSError:  # a cache that cannot be written: work it out in each process
-                    pass
+                out = io.BytesIO()
+                np.save(out, got, allow_pickle=False)
+                _cache_file(path, out.getvalue())  # a cache that cannot be written: worked out in each process
             self._words = got
         return self._words
 

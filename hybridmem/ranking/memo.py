@@ -170,9 +170,7 @@ class RankMemo:
         feats, fused = entry
         c = self.candidates
         model = c.vector_model or ""
-        across = (model in CROSSLINGUAL_HITS and {leg.name for leg in joint_legs} == {"vector", "keyword"}
-                  and self.other_language())
-        scored = hit_model(model, across)
+        scored = hit_model(model, self._routed({leg.name for leg in joint_legs}, model in CROSSLINGUAL_HITS))
         order = joint_model(model, aligned=c.passage_alignment is not None)
         # the probabilities depend on the legs' factors alone: configs that differ elsewhere (MMR, decay) share them
         factors = tuple(leg.factor for leg in joint_legs)
@@ -225,8 +223,8 @@ class RankMemo:
             model, aligned = self.candidates.vector_model, self.candidates.alignment is not None
             usual = gate_model(model, names, aligned=aligned, blind=blind)
             got = answer_probability(features, usual)
-            cross = gate_model(model, names, aligned, crosslingual=True) if names == {"vector", "keyword"} else usual
-            if cross is not usual and self.other_language():  # either gate may answer
+            cross = gate_model(model, names, aligned, crosslingual=True)
+            if self._routed(names, cross is not usual):  # either gate may answer
                 got = max(got, answer_probability(features, cross))
             self._answer[key] = got
         return got
@@ -239,6 +237,11 @@ class RankMemo:
             c = self.candidates
             self._other_language = asked_across(c.query, [c.chunks[h.chunk_id].text for h in c.vector])
         return self._other_language
+
+    def _routed(self, legs: set[str], fitted: bool) -> bool:
+        """Whether a decision with a cross-lingual fit of its own (``fitted``) takes it: both legs take part and the
+        question is asked across languages (:meth:`other_language`, read only then)."""
+        return fitted and legs == {"vector", "keyword"} and self.other_language()
 
     def routed_across(self) -> bool:
         """Whether :meth:`other_language` was asked (a model with a cross-lingual gate or hit fit) and said yes."""
