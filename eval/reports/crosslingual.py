@@ -19,6 +19,13 @@ questions, with its order features and label, and the default's top 10 as shown 
     PYTHONPATH=. python eval/reports/crosslingual.py collect-hits train 300 hits-train.pkl en:zh zh:en ...
     PYTHONPATH=. python eval/reports/crosslingual.py fit-hits hits-train.pkl hits-test.pkl   # the fit; test and LOPO
 
+A memory written in two languages (:func:`mixed_memories`): each question asked of a memory holding its answer in the
+other language, one holding it in its own, and one without it; the bar of the nearest route
+(``NEAREST_ACROSS_THRESHOLD``) placed on train, the table on test:
+
+    PYTHONPATH=. python eval/reports/crosslingual.py collect-mixed train 300 mixed-train.pkl en:vi vi:en ...
+    PYTHONPATH=. python eval/reports/crosslingual.py mixed mixed-train.pkl mixed-test.pkl
+
 (docs/ranking.md, "Questions in another language than the memory" and "A hit's score across languages".)
 """
 
@@ -36,7 +43,7 @@ import numpy as np
 
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.config.calibration import (
-    ANSWER_THRESHOLD, GATE_MODELS, JOINT_FEATURES, Calibration, gate_model,
+    ANSWER_THRESHOLD, GATE_MODELS, JOINT_FEATURES, NEAREST_ACROSS_THRESHOLD, Calibration, gate_model,
 )
 from hybridmem.eval import Evaluator
 from hybridmem.eval.abstention import no_answer_candidates
@@ -49,7 +56,7 @@ from hybridmem.eval.runner import eval_config
 from hybridmem.eval.units import holds_judged
 from hybridmem.ranking import rank
 from hybridmem.ranking.calibrate import fit_logistic as fit_candidates
-from hybridmem.ranking.gate import answer_probability, asked_across
+from hybridmem.ranking.gate import CROSSLINGUAL_PASSAGES, answer_probability, asked_across, nearest_across
 from hybridmem.ranking.pipeline import decision_features
 
 # The gate's features: where the candidates carry the token alignment, its mean and centred form beside the vector
@@ -166,6 +173,118 @@ def collect_hits(split: str, limit: int, out: str, pairs: list[tuple[str, str]])
         pickle.dump(rows, fh)
 
 
+MIXED_KINDS = ("across", "own", "none")
+MIXED_SHAPES = ("half", "few")
+
+
+def mixed_memories(ql: str, dl: str) -> tuple[object, dict[tuple[str, str], dict[str, frozenset[str]]]]:
+    """Memories written in two languages: XQuAD-R's articles cut in four runs, each question ``q`` of run ``k`` asked
+    (in ``ql``) of three memories of each shape. ``half``: half their articles' sentences in ``ql`` and half in
+    ``dl``; ``across`` holds its article in ``dl`` only (runs k, k+2 in ``dl``, k+1, k+3 in ``ql``), ``own`` in ``ql``
+    only (the other way round), ``none`` not at all (runs k+1, k+2, k+3, languages alternating). ``few``: the
+    question's language holds one run of the memory (``across``: k, k+1, k+2 in ``dl``, k+3 in ``ql``; ``own``: k in
+    ``ql``, the rest in ``dl``; ``none``: k+1 in ``ql``, k+2, k+3 in ``dl``), as a few notes in a second language
+    among many. The dataset holds both languages' sentences, ids prefixed ``<lang>/``; the memories are
+    ``{(shape, kind): {question id: paths}}``."""
+    qds, dds = load_dataset(f"xquad-{ql}"), load_dataset(f"xquad-{dl}")
+    runs = {lang: article_halves(lang, parts=4) for lang in (ql, dl)}
+    docs = tuple(replace(d, path=f"{lang}/{d.path}") for lang, ds in ((ql, qds), (dl, dds)) for d in ds.documents)
+
+    def sentences(lang: str, parts: set[int]) -> set[str]:
+        return {f"{lang}/{d}" for d, k in runs[lang][0].items() if k in parts}
+
+    memories: dict[tuple[str, str], dict[str, frozenset[str]]] = {
+        (shape, kind): {} for shape in MIXED_SHAPES for kind in MIXED_KINDS}
+    for q in qds.queries:
+        k = runs[ql][1][q.id]
+        at = lambda *steps: {(k + s) % 4 for s in steps}  # noqa: E731
+        third = (ql, dl)[k % 2]  # the run after those two, in each language for every other run
+        for key, (asked, other) in {
+                ("half", "across"): (at(1, 3), at(0, 2)), ("half", "own"): (at(0, 2), at(1, 3)),
+                ("few", "across"): (at(3), at(0, 1, 2)), ("few", "own"): (at(0), at(1, 2, 3)),
+                ("few", "none"): (at(1), at(2, 3))}.items():
+            memories[key][q.id] = frozenset(sentences(ql, asked) | sentences(dl, other))
+        memories["half", "none"][q.id] = frozenset(
+            sentences(ql, at(1)) | sentences(dl, at(2)) | sentences(third, at(3)))
+    qrels = {q: {f"{lang}/{d}": g for lang in (ql, dl) for d, g in grades.items()} for q, grades in qds.qrels.items()}
+    return replace(qds, name=f"xquad-mixed-{ql}-{dl}", documents=docs, qrels=qrels), memories
+
+
+def collect_mixed(split: str, limit: int, out: str, pairs: list[tuple[str, str]],
+                  shapes: tuple[str, ...] = MIXED_SHAPES) -> None:
+    """Per question of each pair, asked of the memories of :func:`mixed_memories`: the pair and shape
+    (``en+vi``, ``en+vi few``), kind, label (1 where the memory holds its answer), the gate's features, the question
+    and the vector leg's top 10 (text, path, cosine)."""
+    cfg = eval_config(DEFAULT_RANKING, 10)
+    rows = []
+    for ql, dl in pairs:
+        t = time.time()
+        ds, memories = mixed_memories(ql, dl)
+        ev = Evaluator(ds, progress=False)
+        chosen = [q for q in ds.queries if q.split == split][:limit]
+        for (shape, kind), memory in memories.items():
+            if shape not in shapes:
+                continue
+            asked = [Query(f"{q.id}@{shape}-{kind}", q.text, q.category, q.split) for q in chosen]
+            within = {f"{q.id}@{shape}-{kind}": memory[q.id] for q in chosen}
+            for c in no_answer_candidates(ev, asked, cfg.pool, within):
+                _, f = decision_features(c, cfg)
+                top = [(c.chunks[h.chunk_id].text, c.chunks[h.chunk_id].path, h.raw) for h in c.vector[:10]]
+                name = f"{ql}+{dl}" + (" few" if shape == "few" else "")
+                rows.append((name, kind, int(kind != "none"), f, c.query, top))
+        ev.close()
+        print(f"{ql}+{dl}: {time.time() - t:.0f}s", flush=True)
+    with open(out, "wb") as fh:
+        pickle.dump(rows, fh)
+
+
+NEAREST_STEP = 2.0  # the most no-answer questions (in points) the nearest route may add to any pair's answered
+
+
+def mixed_answers(rows: list[tuple], bar: float | None) -> list[bool]:
+    """Whether each :func:`collect_mixed` row is answered as ``rank()`` decides it: the usual gate; the cross-lingual
+    gate too where the question is asked across its top passages' languages; and, where it is across its nearest
+    passage's alone, the cross-lingual gate against ``bar`` (None: not routed, as before the nearest route)."""
+    usual = gate_model("multilingual-e5-small", aligned=True)
+    cross = gate_model("multilingual-e5-small", aligned=True, crosslingual=True)
+    out = []
+    for r in rows:
+        texts = [t for t, *_ in r[5]]
+        p, q = answer_probability(r[3], usual), answer_probability(r[3], cross)
+        if asked_across(r[4], texts[:CROSSLINGUAL_PASSAGES]):
+            out.append(max(p, q) >= ANSWER_THRESHOLD)
+        else:
+            out.append(p >= ANSWER_THRESHOLD or (bar is not None and nearest_across(r[4], texts) and q >= bar))
+    return out
+
+
+def place_nearest(rows: list[tuple], bars: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)) -> float:
+    """The lowest bar at which no pair answers more than :data:`NEAREST_STEP` points more of its no-answer
+    questions than without the nearest route."""
+    before = mixed_answers(rows, None)
+    for bar in bars:
+        after = mixed_answers(rows, bar)
+        if all(100 * (np.mean([a for a, r in zip(after, rows) if r[0] == pair and not r[2]])
+                      - np.mean([b for b, r in zip(before, rows) if r[0] == pair and not r[2]])) <= NEAREST_STEP + 1e-9
+               for pair in {r[0] for r in rows}):
+            return bar
+    return bars[-1]
+
+
+def mixed_table(rows: list[tuple], bars: dict[str, float | None]) -> None:
+    """Per pair: the share of questions answered about a note in the other language (``across``) and in their own
+    (``own``), and of no-answer questions refused, for each bar."""
+    got = {name: mixed_answers(rows, bar) for name, bar in bars.items()}
+    print("| pair | " + " | ".join(f"{n}: answered across / own, abstention" for n in bars) + " |")
+    print("|---|" + "---|" * len(bars))
+    for pair in [*sorted({r[0] for r in rows}), "all"]:
+        cells = []
+        for answered in got.values():
+            share = {kind: np.mean([a for a, r in zip(answered, rows) if r[1] == kind and pair in ("all", r[0])])
+                     for kind in MIXED_KINDS}
+            cells.append(f"{share['across']:.1%} / {share['own']:.1%}, {1 - share['none']:.1%}")
+        print(f"| {pair} | " + " | ".join(cells) + " |")
+
 HIT_COLUMNS = 7  # the order's features but the alignment's lift (which only reorders): one fit with and without it
 
 
@@ -232,9 +351,20 @@ def hit_table(rows: list[tuple], models: dict[str, Calibration | dict[str, Calib
 
 
 def main(argv: list[str]) -> None:
-    if argv[0] in ("collect", "collect-hits"):
-        (collect if argv[0] == "collect" else collect_hits)(argv[1], int(argv[2]), argv[3],
-                                                             [tuple(p.split(":")) for p in argv[4:]])  # type: ignore[misc]
+    collectors = {"collect": collect, "collect-hits": collect_hits, "collect-mixed": collect_mixed}
+    if argv[0] in collectors:
+        pairs = [tuple(p.split(":")) for p in argv[4:]]
+        collectors[argv[0]](argv[1], int(argv[2]), argv[3], pairs)  # type: ignore[operator]
+        return
+    if argv[0] == "mixed":  # mixed TRAIN [TEST]: the nearest route's bar placed on TRAIN, the table on TEST
+        with open(argv[1], "rb") as fh:
+            train = pickle.load(fh)
+        bar = place_nearest(train)
+        print(f"bar placed on {len(train)} train rows: {bar:g} (shipped: {NEAREST_ACROSS_THRESHOLD:g})")
+        with open(argv[2] if len(argv) > 2 else argv[1], "rb") as fh:
+            test = pickle.load(fh)
+        mixed_table(test, {"before (no nearest route)": None, f"nearest route at {NEAREST_ACROSS_THRESHOLD:g}":
+                           NEAREST_ACROSS_THRESHOLD, "at the shipped threshold": ANSWER_THRESHOLD})
         return
     if argv[0] == "fit-hits":
         with open(argv[1], "rb") as fh:

@@ -97,12 +97,16 @@ def locomo_cross(locomo: Dataset) -> NoAnswerSet:
 
 def xquad_cross(dataset: Dataset) -> NoAnswerSet:
     """XQuAD-R questions asked of the other half of the articles (see module doc and
-    :func:`hybridmem.eval.datasets.xquad.article_halves`)."""
+    :func:`hybridmem.eval.datasets.xquad.article_halves`); in a memory of two languages
+    (:func:`~hybridmem.eval.datasets.xquad.load_xquad_pair`), of the other half's sentences it holds, in either."""
     from hybridmem.eval.datasets.xquad import article_halves
 
-    lang = dataset.name.split("-", 1)[1]
-    docs, questions = article_halves(lang)
-    halves = [frozenset(d for d, side in docs.items() if side == s) for s in (0, 1)]
+    langs = dataset.name.split("-", 1)[1].split("+")  # xquad-en, or xquad-en+vi (a memory in two languages)
+    sides = {lang: article_halves(lang) for lang in langs}
+    questions = sides[langs[0]][1]
+    prefix = (lambda lang: f"{lang}/") if len(langs) > 1 else (lambda lang: "")  # noqa: E731
+    halves = [frozenset(prefix(lang) + d for lang in langs for d, side in sides[lang][0].items() if side == s)
+              for s in (0, 1)]
     out = [Query(f"{q.id}@other-half", q.text, q.category, q.split) for q in dataset.queries]
     within = {f"{q.id}@other-half": halves[1 - questions[q.id]] for q in dataset.queries}
     return NoAnswerSet(f"{dataset.name}-cross", dataset.name, tuple(out),

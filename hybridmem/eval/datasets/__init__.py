@@ -1,6 +1,7 @@
 """Labeled datasets in one :class:`Dataset` shape, and :func:`load_dataset` to get one by name or path.
 
-Names: ``demo``, ``scifact``, ``locomo`` (``locomo-all`` keeps category 5), ``cranfield``, ``xquad-<lang>``; or a path
+Names: ``demo``, ``scifact``, ``locomo`` (``locomo-all`` keeps category 5), ``cranfield``, ``xquad-<lang>``,
+``xquad-<lang>+<lang>`` (a memory in two languages, questions in the first); or a path
 to a memory workspace with its own labels (``.hybridmem-labels/``, read fresh on every call: labels change while the
 workbench runs), a BEIR folder, a workspace dataset folder (``meta.json``), or a LoCoMo-style JSON file.
 """
@@ -16,12 +17,12 @@ from hybridmem.eval.datasets.beir import load_beir, read_qrels
 from hybridmem.eval.datasets.cranfield import load_cranfield
 from hybridmem.eval.datasets.locomo import clean_evidence, load_locomo
 from hybridmem.eval.datasets.workspace import load_demo, load_labels, load_workspace_dataset
-from hybridmem.eval.datasets.xquad import LANGUAGES, load_xquad
+from hybridmem.eval.datasets.xquad import LANGUAGES, load_xquad, load_xquad_pair
 
 __all__ = [
     "DATASET_NAMES", "Dataset", "Evidence", "LANGUAGES", "Query", "clean_evidence", "data_dir", "load_beir",
     "load_cranfield", "load_dataset", "load_demo", "load_labels", "load_locomo", "load_workspace_dataset", "load_xquad",
-    "parse_time", "read_qrels",
+    "load_xquad_pair", "parse_time", "read_qrels",
 ]
 
 DATASET_NAMES = ("demo", "scifact", "locomo", "locomo-all", "cranfield", *(f"xquad-{lang}" for lang in LANGUAGES))
@@ -49,6 +50,8 @@ def load_dataset(name_or_path: str | Path, queries: str | Path | None = None,
         ds = load_locomo(include_adversarial=name == "locomo-all")
     elif name == "cranfield":
         ds = load_cranfield()
+    elif name.startswith("xquad-") and "+" in name:
+        ds = load_xquad_pair(*name.split("-", 1)[1].split("+", 1))
     elif name.startswith("xquad-"):
         ds = load_xquad(name.split("-", 1)[1])
     else:

@@ -13,6 +13,7 @@ adaptive fusion's constants) are made on ``--split train``. The corpus is always
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from hybridmem.errors import DatasetError
@@ -35,28 +36,66 @@ def _file(lang: str, folder: str | Path | None = None) -> Path:
     return path
 
 
-def article_halves(lang: str, folder: str | Path | None = None) -> tuple[dict[str, int], dict[str, int]]:
+def article_halves(lang: str, folder: str | Path | None = None,
+                   parts: int = 2) -> tuple[dict[str, int], dict[str, int]]:
     """Which half of the articles each sentence (document id) and each question belongs to: 0 for the first
     ``n // 2`` articles in file order, 1 for the rest. The no-answer set ``xquad-<lang>-cross``
-    (:func:`hybridmem.eval.abstention.xquad_cross`) asks each question of the other half's sentences.
+    (:func:`hybridmem.eval.abstention.xquad_cross`) asks each question of the other half's sentences. ``parts``: cut
+    in that many runs of ``n // parts`` articles instead (the last takes what is left).
 
     Example:
         >>> docs, questions = article_halves("en")  # doctest: +SKIP
         >>> docs["p0s0"], len(set(questions.values()))  # doctest: +SKIP
         (0, 2)
     """
+    docs, questions, n = articles(lang, folder)
+    run = n // parts
+    return ({d: min(a // run, parts - 1) for d, a in docs.items()},
+            {q: min(a // run, parts - 1) for q, a in questions.items()})
+
+
+def articles(lang: str, folder: str | Path | None = None) -> tuple[dict[str, int], dict[str, int], int]:
+    """The article (its index in file order) of each sentence (document id) and of each question, and how many."""
     data = json.loads(_file(lang, folder).read_text(encoding="utf-8"))
-    half = len(data["data"]) // 2
     docs: dict[str, int] = {}
     questions: dict[str, int] = {}
     p_index = 0
     for a, article in enumerate(data["data"]):
-        side = int(a >= half)
         for para in article["paragraphs"]:
-            docs.update((f"p{p_index}s{j}", side) for j in range(len(para["sentences"])))
-            questions.update((qa["id"], side) for qa in para["qas"])
+            docs.update((f"p{p_index}s{j}", a) for j in range(len(para["sentences"])))
+            questions.update((qa["id"], a) for qa in para["qas"])
             p_index += 1
-    return docs, questions
+    return docs, questions, len(data["data"])
+
+
+def load_xquad_pair(asked: str, other: str, folder: str | Path | None = None) -> Dataset:
+    """A memory written in two languages, ``xquad-<asked>+<other>``: the sentences of every other article (even
+    positions in file order) in ``asked``, of the rest in ``other``, ids prefixed ``<lang>/``; every question in
+    ``asked``, judged against the sentence in the language its article is in, of category ``own`` or ``across``
+    (the splits as in one language). Its no-answer set asks each question of the memory without its article
+    (:func:`hybridmem.eval.abstention.xquad_cross`).
+
+    Example:
+        >>> ds = load_xquad_pair("en", "vi")  # doctest: +SKIP
+        >>> ds.name, sorted({q.category for q in ds.queries})  # doctest: +SKIP
+        ('xquad-en+vi', ['across', 'own'])
+    """
+    if asked == other:
+        raise DatasetError(f"xquad-{asked}+{other} names one language twice: name two, as in xquad-en+vi")
+    sides = {lang: articles(lang, folder) for lang in (asked, other)}
+    one, two = load_xquad(asked, folder), load_xquad(other, folder)
+    docs = tuple(replace(d, path=f"{lang}/{d.path}") for lang, ds in ((asked, one), (other, two))
+                 for d in ds.documents if (sides[lang][0][d.path] % 2 == 0) == (lang == asked))
+    queries, qrels = [], {}
+    for q in one.queries:
+        lang, ds = (asked, one) if sides[asked][1][q.id] % 2 == 0 else (other, two)
+        if q.id in ds.qrels:  # a question whose answer has no sentence there is dropped, as in one language
+            queries.append(replace(q, category="own" if lang == asked else "across"))
+            qrels[q.id] = {f"{lang}/{d}": g for d, g in ds.qrels[q.id].items()}
+    return Dataset(name=f"xquad-{asked}+{other}", kind="documents", queries=tuple(queries), qrels=qrels,
+                   documents=docs, provenance=one.provenance,
+                   notes=(f"a memory in two languages: even articles in {asked}, odd in {other}; questions in "
+                          f"{asked}",))
 
 
 def load_xquad(lang: str, folder: str | Path | None = None) -> Dataset:
