@@ -17,7 +17,7 @@ from hybridmem.commands import (
     COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
 )
 from hybridmem.config import PRESETS, RankConfig
-from hybridmem.config.calibration import joint_model
+from hybridmem.config.calibration import NEAREST_ACROSS_THRESHOLD, joint_model
 from hybridmem.errors import HybridMemError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -229,8 +229,10 @@ def cmd_search(args: argparse.Namespace) -> int:
                   f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
                   f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
         if r.routed_across:
-            print("asked across languages (another script or language than its top passages): the cross-lingual "
-                  "gate may answer too, and the hits take the cross-lingual fit's probabilities")
+            print("asked across languages (another script or language than "
+                  + ("its top passages" if r.routed_across == "top" else
+                     f"its nearest passage; the cross-lingual gate's bar {NEAREST_ACROSS_THRESHOLD:g}")
+                  + "): the cross-lingual gate may answer too, and the hits take the cross-lingual fit's probabilities")
         read = resp.candidates.passage_alignment
         model = resp.candidates.vector_model or ""
         lifts = resp.config.fusion == "joint" and resp.config.vector_weight > 0  # the lift is the vector leg's

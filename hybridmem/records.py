@@ -238,10 +238,11 @@ class Ranking:
     # whether it was below RankConfig.answer_threshold, so nothing was returned.
     answer_probability: float | None = None
     abstained: bool = False
-    # The question was read as asked in another script or language than its top passages (RankMemo.other_language):
-    # the cross-lingual gate may answer too and the hits take the cross-lingual fit's probabilities. Read only for a
-    # model that has either (False otherwise).
-    routed_across: bool = False
+    # How the question was read as asked across languages (RankMemo.across): "top", in another script or language
+    # than each of its top passages; "nearest", than its nearest one alone (a memory in two languages: the
+    # cross-lingual gate is read against a higher bar); "" neither. Where it is, the cross-lingual gate may answer too
+    # and the hits take the cross-lingual fit's probabilities. Read only for a model that has either ("" otherwise).
+    routed_across: str = ""
 
 
 @dataclass(frozen=True)

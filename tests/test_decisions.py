@@ -589,6 +589,9 @@ def test_xquad_cross_asks_each_question_of_the_other_half(tmp_path) -> None:  # 
     s = xquad_cross(ds)
     docs, questions = article_halves("th")
     assert s.name == "xquad-th-cross" and len(s.queries) == len(ds.queries)
+    runs, asked = article_halves("th", parts=4)  # the two-language memories' runs: each half cut in two
+    assert set(asked.values()) == {0, 1, 2, 3} and all(runs[d] // 2 == docs[d] for d in docs)
+    assert all(asked[q] // 2 == questions[q] for q in questions)
     assert {q.split for q in s.queries} == {"train", "test"}
     for q in s.queries[::97]:
         qid = q.id.split("@")[0]
@@ -655,6 +658,38 @@ def test_gate_table_places_the_gate_and_reads_each_language_with_a_gate_fitted_w
     assert t.abstention["xquad-dd-cross"] > 0.5 > 0.1 > t.held_out_abstention["xquad-dd-cross"]
 
 
+def test_xquad_pair_is_a_memory_in_two_languages_with_questions_about_either_half() -> None:
+    """``xquad-en+vi``: every other article in English, the rest in Vietnamese, questions in English judged against
+    the sentence in the language their article is in; its no-answer set asks each of the other half of the articles,
+    in both languages, so it never holds the answer."""
+    from collections import Counter
+
+    from hybridmem.errors import DatasetError
+    from hybridmem.eval.abstention import no_answer_sets
+    from hybridmem.eval.datasets import load_dataset
+    from hybridmem.eval.datasets.xquad import articles
+
+    ds = load_dataset("xquad-en+vi")
+    paths = {d.path for d in ds.documents}
+    en, vi = articles("en"), articles("vi")
+    assert paths == ({f"en/{d}" for d, a in en[0].items() if a % 2 == 0}
+                     | {f"vi/{d}" for d, a in vi[0].items() if a % 2 == 1})
+    english = {q.id: q.text for q in load_dataset("xquad-en").queries}
+    assert all(q.text == english[q.id] for q in ds.queries)
+    for q in ds.queries:
+        (unit,) = ds.qrels[q.id]
+        assert unit in paths and unit.startswith("en/" if q.category == "own" else "vi/")
+        assert (q.category == "own") == (en[1][q.id] % 2 == 0)
+    assert Counter(q.category for q in ds.queries if q.split == "test") == {"own": 172, "across": 128}
+    (cross,) = no_answer_sets(ds)
+    assert cross.name == "xquad-en+vi-cross" and len(cross.queries) == len(ds.queries)
+    for q in cross.queries:
+        held = cross.within[q.id] & paths
+        assert held and not set(ds.qrels[q.id.split("@")[0]]) & held
+        assert {p.split("/")[0] for p in held} == {"en", "vi"}  # the memory asked is in both languages
+    with pytest.raises(DatasetError, match="one language twice"):
+        load_dataset("xquad-en+en")
+
 def test_a_question_in_another_script_than_its_passages_may_be_answered_by_the_crosslingual_gate() -> None:
     """An English question over notes in Chinese: neither the keyword leg nor the token alignment can read the pair,
     and the aligned gate, fitted on questions in their passages' language, refused 9 in 10 such answerable questions
@@ -690,6 +725,56 @@ def test_a_question_in_another_script_than_its_passages_may_be_answered_by_the_c
     got, usual, cross = probabilities(same)
     assert not RankMemo(same).other_language() and got == pytest.approx(usual) and cross > usual
 
+
+def test_a_memory_in_two_languages_reads_the_crosslingual_gate_where_the_nearest_note_is_in_the_other() -> None:
+    """Notes in Chinese and English: an English question about a Chinese note finds it first and an English note
+    next, so it is not asked across the languages of each of its top passages, and the usual gate refused half such
+    answerable questions (XQuAD-R train, memories half in each language: 50.4% answered). Where the nearest passage
+    alone is in another language the cross-lingual gate may answer too, against NEAREST_ACROSS_THRESHOLD instead of
+    the shipped threshold; the hits take the cross-lingual fit. A question whose nearest note is in its own language
+    is decided by the usual gate alone."""
+    from hybridmem.config.calibration import (
+        ANSWER_THRESHOLD, CROSSLINGUAL_GATES, CROSSLINGUAL_HITS, NEAREST_ACROSS_THRESHOLD, gate_model,
+    )
+    from hybridmem.ranking.gate import raised
+    from hybridmem.ranking.memo import RankMemo
+    from hybridmem.tokenization import tokenize
+
+    notes = {1: "周一上午九点召开团队周会，讨论发布计划。", 2: "The refund goes back to the card within five days.",
+             3: "服务器每天凌晨两点自动备份数据库。", 4: "Priya maintains the Terraform modules."}
+    chunks = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+              for c, t in notes.items()}
+
+    def cands(query: str, order: tuple[int, ...], top: float) -> Candidates:
+        vec = tuple(LegHit(c, top - d, i) for i, (c, d) in enumerate(zip(order, (0.0, 0.01, 0.02, 0.03)), 1))
+        return Candidates(query, tuple(tokenize(query)), keyword=(), vector=vec, chunks=chunks, pool=40,
+                          vector_model="multilingual-e5-small")
+
+    usual, cross = gate_model("multilingual-e5-small"), CROSSLINGUAL_GATES["multilingual-e5-small"]
+    decided = []
+    for top in (0.8, 0.84, 0.9):
+        asked = cands("when is the weekly team meeting?", (1, 2, 3, 4), top)
+        memo = RankMemo(asked)
+        assert memo.across() == "nearest" and not memo.other_language()
+        _, f = decision_features(asked, DEFAULT_RANKING)
+        p, q = answer_probability(f, usual), answer_probability(f, cross)
+        got = rank(asked, DEFAULT_RANKING, now=0.0)
+        assert got.answer_probability == pytest.approx(max(p, raised(q, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD)))
+        assert got.routed_across == "nearest"
+        assert (got.answer_probability >= ANSWER_THRESHOLD) == (p >= ANSWER_THRESHOLD or q >= NEAREST_ACROSS_THRESHOLD)
+        decided.append((p >= ANSWER_THRESHOLD, bool(got.hits)))
+        if got.hits:  # the hits take the cross-lingual fit, as for a question asked across each top passage
+            feats, _ = decision_features(asked, DEFAULT_RANKING.replace(answer_threshold=0.0))
+            m = CROSSLINGUAL_HITS["multilingual-e5-small"]
+            z = np.array(list(feats.values())) @ np.array(m.coef) + m.intercept
+            assert got.hits[0].final_score <= float(1 / (1 + np.exp(-z.max()))) + 1e-9
+    assert decided == [(False, False), (False, True), (False, True)]  # the usual gate alone refused all three
+    answered = rank(cands("when is the weekly team meeting?", (1, 2, 3, 4), 0.9), DEFAULT_RANKING, now=0.0)
+    assert answered.hits[0].chunk_id == 1
+    own = cands("when is the weekly team meeting?", (2, 1, 3, 4), 0.84)  # its nearest note in its language
+    assert RankMemo(own).across() == "" and rank(own, DEFAULT_RANKING, now=0.0).routed_across == ""
+    _, f = decision_features(own, DEFAULT_RANKING)
+    assert rank(own, DEFAULT_RANKING, now=0.0).answer_probability == pytest.approx(answer_probability(f, usual))
 
 def test_a_question_asked_across_languages_takes_the_crosslingual_hit_probabilities() -> None:
     """A cosine across languages sits lower than one within a language, and the keyword leg finds little: the order's

@@ -63,8 +63,8 @@ from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.language import other_language
 
-__all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH",
-           "GATE_FEATURES", "answer_probability", "asked_across", "dominant_script", "logit", "other_script", "query_features"]
+__all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES", "answer_probability",
+           "asked_across", "dominant_script", "logit", "nearest_across", "other_script", "query_features", "raised"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -198,6 +198,21 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
     return found
 
 
+def nearest_across(query: str, passages: Sequence[str]) -> bool:
+    """Whether ``query`` is asked across languages of its nearest passage alone (the vector leg's first;
+    :func:`asked_across`): in a memory written in two languages, a question about a note in the other one finds that
+    note first and one in its own language among the next (English over notes in Vietnamese and English).
+
+    Example:
+        >>> notes = ["Nhà mình thay lõi lọc nước ngày 3 tháng 5.", "The Terraform modules are maintained by Priya."]
+        >>> nearest_across("when was the water filter cartridge replaced?", notes)
+        True
+        >>> asked_across("when was the water filter cartridge replaced?", notes)
+        False
+    """
+    return asked_across(query, passages[:1])
+
+
 def asked_across(query: str, passages: Sequence[str]) -> bool:
     """Whether ``query`` is asked across languages of the first :data:`CROSSLINGUAL_PASSAGES` of ``passages`` (the
     vector leg's, in rank order), where the cross-lingual gate may answer too: in another script than each
@@ -205,6 +220,17 @@ def asked_across(query: str, passages: Sequence[str]) -> bool:
     (:func:`~hybridmem.ranking.language.other_language`: English over notes in German)."""
     top = passages[:CROSSLINGUAL_PASSAGES]
     return other_script(query, top) or other_language(query, top)
+
+
+def raised(p: float, threshold: float, shipped: float) -> float:
+    """``p`` read against ``threshold`` where the shipped threshold is ``shipped``: its logit moved down so that
+    ``threshold`` falls where ``shipped`` is (a stricter bar for the same gate, its probability still monotone).
+
+    Example:
+        >>> round(raised(0.9, 0.9, 0.07), 4), raised(0.5, 0.9, 0.07) < 0.07 < raised(0.95, 0.9, 0.07)
+        (0.07, True)
+    """
+    return sigmoid(logit(p) - logit(threshold) + logit(shipped))
 
 
 def answer_probability(features: Mapping[str, float], model: Gate) -> float:

@@ -14,12 +14,15 @@ import numpy as np
 
 from hybridmem.config import RankConfig
 from hybridmem.config.calibration import (
-    CROSSLINGUAL_HITS, KEYWORD_CALIBRATION, gate_model, hit_model, joint_model, vector_calibration,
+    ANSWER_THRESHOLD, CROSSLINGUAL_HITS, KEYWORD_CALIBRATION, NEAREST_ACROSS_THRESHOLD, gate_model, hit_model,
+    joint_model, vector_calibration,
 )
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import AGREE_DEPTH, answer_probability, asked_across, query_features
+from hybridmem.ranking.gate import (
+    AGREE_DEPTH, CROSSLINGUAL_PASSAGES, answer_probability, asked_across, nearest_across, query_features, raised,
+)
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
@@ -52,7 +55,7 @@ class RankMemo:
     """
 
     __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer", "_joint",
-                 "_probs", "_shared", "_other_language")
+                 "_probs", "_shared", "_across")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -63,7 +66,7 @@ class RankMemo:
         self.token_bits = TokenBits(lambda: {cid: c.tokens for cid, c in candidates.chunks.items()})
         self._calibrated: dict[str, Normalizer] = {}
         self._answer: dict[tuple, float] = {}
-        self._other_language: bool | None = None
+        self._across: str | None = None
         # the legs' names and ids -> their joint features, and the fused probabilities per legs' factors
         self._joint: dict[tuple, tuple[tuple[list[int], np.ndarray], dict[tuple, tuple]]] = {}
         self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
@@ -225,7 +228,8 @@ class RankMemo:
             got = answer_probability(features, usual)
             cross = gate_model(model, names, aligned, crosslingual=True)
             if self._routed(names, cross is not usual):  # either gate may answer
-                got = max(got, answer_probability(features, cross))
+                p = answer_probability(features, cross)
+                got = max(got, p if self.other_language() else raised(p, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD))
             self._answer[key] = got
         return got
 
@@ -233,19 +237,28 @@ class RankMemo:
         """Whether the query is written in another script than each of the vector leg's top passages (a question in
         English over notes in Chinese), or in another language of theirs (English over notes in German): the keyword
         leg and the token alignment cannot read such a pair."""
-        if self._other_language is None:
-            c = self.candidates
-            self._other_language = asked_across(c.query, [c.chunks[h.chunk_id].text for h in c.vector])
-        return self._other_language
+        return self.across() == "top"
 
     def _routed(self, legs: set[str], fitted: bool) -> bool:
         """Whether a decision with a cross-lingual fit of its own (``fitted``) takes it: both legs take part and the
-        question is asked across languages (:meth:`other_language`, read only then)."""
-        return fitted and legs == {"vector", "keyword"} and self.other_language()
+        question is asked across languages of its nearest passage at least (:meth:`across`, read only then)."""
+        return fitted and legs == {"vector", "keyword"} and bool(self.across())
 
-    def routed_across(self) -> bool:
-        """Whether :meth:`other_language` was asked (a model with a cross-lingual gate or hit fit) and said yes."""
-        return bool(self._other_language)
+    def across(self) -> str:
+        """How the query is asked across languages of the vector leg's passages: ``"top"``, of each of its top
+        passages (:meth:`other_language`); ``"nearest"``, of its nearest alone, one of the next in its own language (a
+        memory in two languages: :func:`~hybridmem.ranking.gate.nearest_across`, the cross-lingual gate read against
+        a higher bar); ``""``, neither."""
+        if self._across is None:
+            c = self.candidates
+            passages = [c.chunks[h.chunk_id].text for h in c.vector[:CROSSLINGUAL_PASSAGES]]
+            self._across = ("top" if asked_across(c.query, passages) else
+                            "nearest" if nearest_across(c.query, passages) else "")
+        return self._across
+
+    def routed_across(self) -> str:
+        """:meth:`across` where a decision asked it (a model with a cross-lingual gate or hit fit), else ``""``."""
+        return self._across or ""
 
     def snippet(self, chunk: ChunkInfo, snippet_chars: int, centred: bool) -> str:
         """``chunk``'s snippet: centred on the query's matches, or the lead of its text."""
