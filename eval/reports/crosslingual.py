@@ -56,7 +56,7 @@ from hybridmem.eval.runner import eval_config
 from hybridmem.eval.units import holds_judged
 from hybridmem.ranking import rank
 from hybridmem.ranking.calibrate import fit_logistic as fit_candidates
-from hybridmem.ranking.gate import CROSSLINGUAL_PASSAGES, answer_probability, asked_across, nearest_across
+from hybridmem.ranking.gate import across_languages, answer_probability, asked_across, either_gate
 from hybridmem.ranking.pipeline import decision_features
 
 # The gate's features: where the candidates carry the token alignment, its mean and centred form beside the vector
@@ -249,12 +249,11 @@ def mixed_answers(rows: list[tuple], bar: float | None) -> list[bool]:
     cross = gate_model("multilingual-e5-small", aligned=True, crosslingual=True)
     out = []
     for r in rows:
-        texts = [t for t, *_ in r[5]]
-        p, q = answer_probability(r[3], usual), answer_probability(r[3], cross)
-        if asked_across(r[4], texts[:CROSSLINGUAL_PASSAGES]):
-            out.append(max(p, q) >= ANSWER_THRESHOLD)
-        else:
-            out.append(p >= ANSWER_THRESHOLD or (bar is not None and nearest_across(r[4], texts) and q >= bar))
+        asked = across_languages(r[4], [t for t, *_ in r[5]])
+        if bar is None and asked == "nearest":
+            asked = ""
+        p = either_gate(r[3], usual, cross, asked, ANSWER_THRESHOLD if bar is None else bar, ANSWER_THRESHOLD)
+        out.append(p >= ANSWER_THRESHOLD)
     return out
 
 

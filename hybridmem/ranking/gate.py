@@ -63,8 +63,9 @@ from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.language import other_language
 
-__all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES", "answer_probability",
-           "asked_across", "dominant_script", "logit", "nearest_across", "other_script", "query_features", "raised"]
+__all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
+           "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "logit",
+           "nearest_across", "other_script", "query_features", "raised"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -220,6 +221,26 @@ def asked_across(query: str, passages: Sequence[str]) -> bool:
     (:func:`~hybridmem.ranking.language.other_language`: English over notes in German)."""
     top = passages[:CROSSLINGUAL_PASSAGES]
     return other_script(query, top) or other_language(query, top)
+
+
+def across_languages(query: str, passages: Sequence[str]) -> str:
+    """How ``query`` is asked across languages of ``passages`` (the vector leg's, in rank order): ``"top"``, of each
+    of the first :data:`CROSSLINGUAL_PASSAGES` (:func:`asked_across`); ``"nearest"``, of the first alone
+    (:func:`nearest_across`); ``""``, neither."""
+    top = passages[:CROSSLINGUAL_PASSAGES]
+    return "top" if asked_across(query, top) else "nearest" if nearest_across(query, top) else ""
+
+
+def either_gate(features: Mapping[str, float], usual: Gate, cross: Gate, asked: str, bar: float,
+                shipped: float) -> float:
+    """The probability that a question asked across languages as ``asked`` says (:func:`across_languages`) has an
+    answer: ``usual``'s; where ``"top"``, the higher of it and the cross-lingual gate ``cross``'s; where ``"nearest"``, the
+    higher of it and ``cross``'s read against ``bar`` where the threshold is ``shipped`` (:func:`raised`)."""
+    got = answer_probability(features, usual)
+    if asked:
+        p = answer_probability(features, cross)
+        got = max(got, p if asked == "top" else raised(p, bar, shipped))
+    return got
 
 
 def raised(p: float, threshold: float, shipped: float) -> float:

@@ -20,9 +20,7 @@ from hybridmem.config.calibration import (
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import (
-    AGREE_DEPTH, CROSSLINGUAL_PASSAGES, answer_probability, asked_across, nearest_across, query_features, raised,
-)
+from hybridmem.ranking.gate import AGREE_DEPTH, CROSSLINGUAL_PASSAGES, across_languages, either_gate, query_features
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
@@ -225,11 +223,9 @@ class RankMemo:
             features, names = self.query_features(legs), {leg.scored.name for leg in legs}
             model, aligned = self.candidates.vector_model, self.candidates.alignment is not None
             usual = gate_model(model, names, aligned=aligned, blind=blind)
-            got = answer_probability(features, usual)
             cross = gate_model(model, names, aligned, crosslingual=True)
-            if self._routed(names, cross is not usual):  # either gate may answer
-                p = answer_probability(features, cross)
-                got = max(got, p if self.other_language() else raised(p, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD))
+            asked = self.across() if self._routed(names, cross is not usual) else ""  # either gate may answer
+            got = either_gate(features, usual, cross, asked, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD)
             self._answer[key] = got
         return got
 
@@ -251,9 +247,7 @@ class RankMemo:
         a higher bar); ``""``, neither."""
         if self._across is None:
             c = self.candidates
-            passages = [c.chunks[h.chunk_id].text for h in c.vector[:CROSSLINGUAL_PASSAGES]]
-            self._across = ("top" if asked_across(c.query, passages) else
-                            "nearest" if nearest_across(c.query, passages) else "")
+            self._across = across_languages(c.query, [c.chunks[h.chunk_id].text for h in c.vector[:CROSSLINGUAL_PASSAGES]])
         return self._across
 
     def routed_across(self) -> str:
