@@ -66,7 +66,10 @@ def test_label_two_queries_in_the_browser_then_evaluate(server, browser, tmp_pat
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     page.goto(server)
     page.wait_for_selector('[data-testid="stSidebar"]', timeout=240_000)
-    page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first.click()
+    _settle(page)  # on a loaded machine the first run may still be drawing the sidebar: its selectbox is not visible
+    source = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+    source.wait_for(state="visible", timeout=240_000)
+    source.click()
     page.get_by_role("option", name="Your folder or BEIR directory").click()
     page.get_by_role("textbox", name="Folder path").fill(str(ws))
     page.get_by_role("textbox", name="Folder path").press("Enter")
