@@ -24,7 +24,8 @@ other language, one holding it in its own, and one without it; the bar of the ne
 (``NEAREST_ACROSS_THRESHOLD``) placed on train, the table on test:
 
     PYTHONPATH=. python eval/reports/crosslingual.py collect-mixed train 300 mixed-train.pkl en:vi vi:en ...
-    PYTHONPATH=. python eval/reports/crosslingual.py mixed mixed-train.pkl mixed-test.pkl
+    PYTHONPATH=. python eval/reports/crosslingual.py collect-memory train demo-train.pkl demo   # a real memory too
+    PYTHONPATH=. python eval/reports/crosslingual.py mixed mixed-train.pkl,demo-train.pkl mixed-test.pkl,demo-test.pkl
 
 (docs/ranking.md, "Questions in another language than the memory" and "A hit's score across languages".)
 """
@@ -238,7 +239,27 @@ def collect_mixed(split: str, limit: int, out: str, pairs: list[tuple[str, str]]
         pickle.dump(rows, fh)
 
 
-NEAREST_STEP = 2.0  # the most no-answer questions (in points) the nearest route may add to any pair's answered
+def collect_memory(split: str, out: str, names: list[str]) -> None:
+    """Each named dataset's answerable and no-answer questions of ``split`` in :func:`collect_mixed`'s rows, as set
+    ``NAME:SPLIT`` of kind ``own`` or ``none``: a real memory in several languages (the demo's is mostly English with
+    a few notes in Vietnamese, Chinese, Japanese and Thai) weighs in the nearest route's bar beside XQuAD-R's."""
+    cfg = eval_config(DEFAULT_RANKING, 10)
+    rows = []
+    for name in names:
+        ds = load_dataset(name)
+        ev = Evaluator(ds, progress=False)
+        for label, queries in ((1, ds.queries), (0, ds.no_answer)):
+            chosen = [q for q in queries if q.split == split]
+            for c in no_answer_candidates(ev, chosen, cfg.pool, None):
+                _, f = decision_features(c, cfg)
+                top = [(c.chunks[h.chunk_id].text, c.chunks[h.chunk_id].path, h.raw) for h in c.vector[:10]]
+                rows.append((f"{name}:{split}", "own" if label else "none", label, f, c.query, top))
+        ev.close()
+    with open(out, "wb") as fh:
+        pickle.dump(rows, fh)
+
+
+NEAREST_STEP = 2.0  # the most no-answer questions (in points) the nearest route may add to any set's answered
 
 
 def mixed_answers(rows: list[tuple], bar: float | None) -> list[bool]:
@@ -258,8 +279,8 @@ def mixed_answers(rows: list[tuple], bar: float | None) -> list[bool]:
 
 
 def place_nearest(rows: list[tuple], bars: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)) -> float:
-    """The lowest bar at which no pair answers more than :data:`NEAREST_STEP` points more of its no-answer
-    questions than without the nearest route."""
+    """The lowest bar at which no set (a pair and shape, or a memory of :func:`collect_memory`) answers more than
+    :data:`NEAREST_STEP` points more of its no-answer questions than without the nearest route."""
     before = mixed_answers(rows, None)
     for bar in bars:
         after = mixed_answers(rows, bar)
@@ -279,9 +300,11 @@ def mixed_table(rows: list[tuple], bars: dict[str, float | None]) -> None:
     for pair in [*sorted({r[0] for r in rows}), "all"]:
         cells = []
         for answered in got.values():
-            share = {kind: np.mean([a for a, r in zip(answered, rows) if r[1] == kind and pair in ("all", r[0])])
-                     for kind in MIXED_KINDS}
-            cells.append(f"{share['across']:.1%} / {share['own']:.1%}, {1 - share['none']:.1%}")
+            got_kind = {kind: [a for a, r in zip(answered, rows) if r[1] == kind and pair in ("all", r[0])]
+                        for kind in MIXED_KINDS}
+            share = {kind: f"{np.mean(v) if kind != 'none' else 1 - np.mean(v):.1%}" if v else "-"
+                     for kind, v in got_kind.items()}
+            cells.append(f"{share['across']} / {share['own']}, {share['none']}")
         print(f"| {pair} | " + " | ".join(cells) + " |")
 
 HIT_COLUMNS = 7  # the order's features but the alignment's lift (which only reorders): one fit with and without it
@@ -349,19 +372,29 @@ def hit_table(rows: list[tuple], models: dict[str, Calibration | dict[str, Calib
                   f"{np.mean([g[1] for g in first]):.3f} | " + " | ".join(read(g) for g in got.values()) + " |")
 
 
+def load_rows(paths: str) -> list[tuple]:
+    """The rows of one or more (comma-separated) pickled files."""
+    rows: list[tuple] = []
+    for path in paths.split(","):
+        with open(path, "rb") as fh:
+            rows.extend(pickle.load(fh))
+    return rows
+
+
 def main(argv: list[str]) -> None:
     collectors = {"collect": collect, "collect-hits": collect_hits, "collect-mixed": collect_mixed}
+    if argv[0] == "collect-memory":
+        collect_memory(argv[1], argv[2], argv[3:])
+        return
     if argv[0] in collectors:
         pairs = [tuple(p.split(":")) for p in argv[4:]]
         collectors[argv[0]](argv[1], int(argv[2]), argv[3], pairs)  # type: ignore[operator]
         return
-    if argv[0] == "mixed":  # mixed TRAIN [TEST]: the nearest route's bar placed on TRAIN, the table on TEST
-        with open(argv[1], "rb") as fh:
-            train = pickle.load(fh)
+    if argv[0] == "mixed":  # mixed TRAIN[,TRAIN...] [TEST[,TEST...]]: the bar placed on TRAIN, the table on TEST
+        train = load_rows(argv[1])
         bar = place_nearest(train)
         print(f"bar placed on {len(train)} train rows: {bar:g} (shipped: {NEAREST_ACROSS_THRESHOLD:g})")
-        with open(argv[2] if len(argv) > 2 else argv[1], "rb") as fh:
-            test = pickle.load(fh)
+        test = load_rows(argv[2] if len(argv) > 2 else argv[1])
         mixed_table(test, {"before (no nearest route)": None, f"nearest route at {NEAREST_ACROSS_THRESHOLD:g}":
                            NEAREST_ACROSS_THRESHOLD, "at the shipped threshold": ANSWER_THRESHOLD})
         return
