@@ -74,6 +74,8 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
 
 KEYWORD_INDEX = "the index was built keyword-only (it holds no vectors; `hybridmem index` embeds it): keyword-only"
 NO_VECTORS_YET = "no chunk has its vector yet (`hybridmem index` embeds them): keyword-only"
+NO_VECTOR_FOUND = ("the vector leg found no vector to search in scope (another process may still be embedding the notes):"
+                   " keyword-only")
 
 
 def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
@@ -105,7 +107,10 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     # an index built keyword-only, or one no chunk of which has its vector yet: the vector leg had nothing to search,
     # so the keyword leg's gate decides (the model's read an empty vector leg as "no answer")
     keyword_index = cands.vector_searched and (vectors is None or vectors["embedded"] == 0)
-    if keyword_index:
+    # a nearest-neighbour search that found nothing had no vector to search (read before the count above, while
+    # another process was embedding): rank() leaves it out, and the reply says the search was keyword-only
+    none_found = cands.vector_searched and not keyword_index and not cands.vector
+    if keyword_index or none_found:
         cands = replace(cands, vector_searched=False)
     ranking = rank(cands, cfg, now=now)
     if vectors_note and cands.vector_searched and not ranking.hits:
@@ -117,7 +122,7 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
         fallback_reason=((KEYWORD_INDEX if vectors is None else NO_VECTORS_YET) if keyword_index
-                         else fallback_reason(embedder, retriever, provider))
+                         else NO_VECTOR_FOUND if none_found else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 

@@ -404,6 +404,35 @@ def test_fit_rows_adds_the_aligned_gate_only_for_rows_with_the_alignment() -> No
             assert np.sum(np.asarray(probs) < d.threshold) <= max(0.02 * len(probs), 1.0), name
 
 
+def test_a_vector_leg_that_found_nothing_leaves_both_decisions_to_the_keyword_leg() -> None:
+    """A nearest-neighbour search finds something whenever a vector exists in scope: a vector leg searched and empty
+    means there was none (a search while another process is still embedding the notes). It read as a leg that found
+    nothing near, and the gate of both legs refused an exact keyword match (P 0.000 for `HTTPRetryPolicy`, its note
+    the keyword leg's first). Now it does not take part: the order and the gate are those of a search whose vector leg
+    was not run."""
+    from hybridmem.config.calibration import gate_model
+    from hybridmem.tokenization import tokenize
+
+    notes = {1: "Introduced `HTTPRetryPolicy` with exponential backoff, max 5 attempts.",
+             2: "The refund goes back to the card within five days.", 3: "Priya maintains the Terraform modules."}
+    chunks = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+              for c, t in notes.items()}
+    query = "HTTPRetryPolicy"
+
+    def cands(vector_searched: bool) -> Candidates:
+        return Candidates(query, tuple(tokenize(query)), keyword=(LegHit(1, -6.5, 1),), vector=(), chunks=chunks,
+                          pool=40, vector_searched=vector_searched, vector_model="multilingual-e5-small")
+
+    empty, not_run = rank(cands(True), DEFAULT_RANKING, now=0.0), rank(cands(False), DEFAULT_RANKING, now=0.0)
+    assert [h.chunk_id for h in empty.hits] == [h.chunk_id for h in not_run.hits] == [1]
+    assert empty.answer_probability == pytest.approx(not_run.answer_probability)
+    _, f = decision_features(cands(False), DEFAULT_RANKING)
+    assert empty.answer_probability == pytest.approx(answer_probability(f, gate_model("multilingual-e5-small",
+                                                                                          {"keyword"})))
+    assert empty.answer_probability >= DEFAULT_RANKING.answer_threshold
+    assert empty.hits[0].final_score == pytest.approx(not_run.hits[0].final_score)
+
+
 def test_a_gate_of_both_legs_is_fitted_on_the_queries_it_decides() -> None:
     """Where the adaptive step dropped a blind vector leg (``vector_top`` reads as having found nothing) the keyword
     leg's gate decides, so those rows neither fit a gate of both legs (the aligned one, or a model's plain one) nor

@@ -5,8 +5,9 @@ Stages, in the reference system's order, each a function below:
 1. :func:`normalize`: each leg is cut to its first ``config.pool`` entries and normalized (``bm25_norm``,
    ``vector_norm``; see :mod:`hybridmem.ranking.normalize`, and :mod:`hybridmem.ranking.calibrate` for
    ``calibrated``, a probability of relevance that means the same in every query); a leg whose weight is 0 (or that
-   was not searched) is dropped entirely. A calibrated leg that was searched and found nothing stays, empty: its
-   weight still counts, so the other leg's probabilities are not renormalized to look surer than they are.
+   was not searched) is dropped entirely. A calibrated keyword leg that was searched and found nothing stays, empty:
+   its weight still counts, so the other leg's probabilities are not renormalized to look surer than they are. An
+   empty vector leg is dropped (there was no vector to search).
 2. :func:`fuse` (``fusion``; see :mod:`hybridmem.ranking.fusion`): weighted sum, RRF (Cormack et al. 2009) or a
    ranx method, over the *earlier order*: the legs interleaved rank by rank (rank 1 of the heavier leg, rank 1 of
    the other, rank 2 ..., the vector leg first on equal weights).
@@ -189,9 +190,11 @@ def decision_features(candidates: Candidates, config: RankConfig) -> tuple[dict[
 # -- stages ---------------------------------------------------------------------------------------------------------
 def normalize(candidates: Candidates, config: RankConfig, memo: RankMemo, norm_vector: Normalizer,
               norm_keyword: Normalizer) -> list[Leg]:
-    """The legs that take part: weight > 0 (a leg not searched weighs 0) and not empty (a calibrated leg takes part
-    empty: it was searched and found nothing, p = 0 for every chunk), each cut to the pool and normalized, the
-    heavier first (vector first on equal weights)."""
+    """The legs that take part: weight > 0 (a leg not searched weighs 0) and not empty (a calibrated keyword leg takes
+    part empty: it was searched and found nothing, p = 0 for every chunk), each cut to the pool and normalized, the
+    heavier first (vector first on equal weights). An empty vector leg never takes part: a nearest-neighbour search
+    finds something whenever a vector exists in scope, so an empty one means there was none to search (a search while
+    another process is still embedding the notes), not that nothing is near, and the keyword leg decides alone."""
     vw = float(config.vector_weight) if candidates.vector_searched else 0.0
     tw = float(config.text_weight) if candidates.keyword_searched else 0.0
     specs = [("vector", vw, candidates.vector, norm_vector, config.vector_norm == CALIBRATED),
@@ -199,7 +202,8 @@ def normalize(candidates: Candidates, config: RankConfig, memo: RankMemo, norm_v
     if tw > vw:
         specs.reverse()
     legs = [memo.leg(name, weight, hits, config.pool, normalizer)
-            for name, weight, hits, normalizer, calibrated in specs if weight > 0.0 and (hits or calibrated)]
+            for name, weight, hits, normalizer, calibrated in specs
+            if weight > 0.0 and (hits or (calibrated and name == "keyword"))]
     return legs if any(leg.scored.ids for leg in legs) else []
 
 
