@@ -335,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--rrf-k", dest="rrf_k", type=int, default=None)
     sp.add_argument("--candidate-multiplier", dest="candidate_multiplier", type=int, default=None)
     sp.add_argument("--source", default=None, help="memory or sessions")
-    sp.add_argument("--path-prefix", dest="path_prefix", default=None)
+    sp.add_argument("--path-prefix", dest="path_prefix", default=None,
+                    help="only files whose path starts with this (a folder: end it with /, as memory/projects/)")
     sp.add_argument("--session", default=None, help="restrict to one session transcript")
     sp.add_argument("--no-sync", dest="sync", action="store_false", help="do not sync before searching")
     sp.add_argument("--explain", action="store_true", help="every candidate with every stage's score")

@@ -45,7 +45,15 @@ class Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         self._argv = list(sys.argv[1:] if args is None else args)
-        return super().parse_args(args, namespace)
+        got, extra = self.parse_known_args(self._argv, namespace)
+        # argparse reads positionals before options only: in `search QUERY --json WORKSPACE` the last one is the
+        # workspace (unless one was given, "." included)
+        if len(extra) == 1 and not extra[0].startswith("-") and getattr(got, "workspace", None) == "." \
+                and self._argv.count(".") == (extra[0] == "."):
+            got.workspace = extra[0]
+        elif extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return got
 
     def error(self, message: str) -> NoReturn:
         command = self._argv[0] if self._argv else ""

@@ -9,6 +9,7 @@ not an indexed (or indexable) memory file. Transcripts are read as their redacte
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -26,7 +27,10 @@ def read_memory(
     from_line: int | None = None, lines: int | None = None,
 ) -> dict[str, Any]:
     """``memory_get``: ``path`` checked (:func:`validate_relative`), found among the indexed files (``indexed(key)``
-    gives its row) or, in a workspace, among those the next sync would index, and its lines read."""
+    gives its row) or, in a workspace, among those the next sync would index, and its lines read. A citation as
+    ``memory_search`` gives it (``memory/x.md#L3-L7``) reads its lines, unless ``from_line`` or ``lines`` say
+    otherwise."""
+    path, from_line, lines = cited_lines(path, from_line, lines)
     key = validate_relative(path)
     row = indexed(key)
     for form in ("NFC", "NFD"):  # a name typed composed (é) that the file system keeps decomposed (e + ´), or back
@@ -48,6 +52,31 @@ def read_memory(
     return read_lines(Path(row["abspath"]), row["source"], key, workspace, sources, from_line, lines)
 
 
+_CITATION = re.compile(r"(.+)#L(\d+)(?:-L(\d+))?")
+
+
+def cited_lines(path: Any, from_line: int | None, lines: int | None) -> tuple[Any, int | None, int | None]:
+    """``path`` without a citation's line range (``#L3`` or ``#L3-L7``, as search results cite), and the lines it
+    names where ``from_line`` and ``lines`` are not given.
+
+    Example:
+        >>> cited_lines("memory/x.md#L3-L7", None, None), cited_lines("MEMORY.md#L2", None, 5)
+        (('memory/x.md', 3, 5), ('MEMORY.md', 2, 5))
+        >>> cited_lines("memory/x.md", None, None)
+        ('memory/x.md', None, None)
+    """
+    m = _CITATION.fullmatch(path.strip()) if isinstance(path, str) else None
+    if m is None:
+        return path, from_line, lines
+    start = int(m.group(2))
+    end = int(m.group(3)) if m.group(3) else start
+    if from_line is None:
+        from_line = start
+        if lines is None:
+            lines = max(1, end - start + 1)
+    return m.group(1), from_line, lines
+
+
 def read_lines(
     abspath: Path, source: str, key: str, workspace: Path | None, sources: SourcesConfig,
     from_line: int | None = None, lines: int | None = None,
@@ -55,9 +84,9 @@ def read_lines(
     """Lines ``from_line`` .. ``from_line + lines - 1`` of one memory file or transcript (all of them by default)."""
     refuse_escapes(abspath, workspace, sources)
     if from_line is not None and from_line < 1:
-        raise ArgumentError(f"from_line must be >= 1, got {from_line}")
+        raise ArgumentError(f"the first line to read (from, --from) must be 1 or more, got {from_line}")
     if lines is not None and lines < 1:
-        raise ArgumentError(f"lines must be >= 1, got {lines}")
+        raise ArgumentError(f"the number of lines to read (lines, --lines) must be 1 or more, got {lines}")
     try:
         text, warning = read_text(abspath, sources.max_file_bytes)
     except OSError as exc:  # removed, renamed, made a folder or unreadable since the index saw it
@@ -75,6 +104,9 @@ def read_lines(
         raise ArgumentError(f"{key}: line {start} is past what was read and indexed: the file is larger than "
                             f"sources.max_file_bytes ({sources.max_file_bytes} bytes), so only its first "
                             f"{len(numbered)} lines are readable and searchable")
+    last = numbered[-1][0] if numbered else 0
+    if from_line is not None and start > last:
+        raise ArgumentError(f"{key} has {last} lines: line {start} is past its end")
     selected = [(n, t) for n, t in numbered if n >= start]
     if lines is not None:
         selected = [(n, t) for n, t in selected if n < start + lines]

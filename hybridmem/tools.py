@@ -164,10 +164,13 @@ SEARCH_ARGS: tuple[Arg, ...] = (
     Arg("min_score", "number", "Drop results scoring lower.", minimum=0, maximum=1, aliases=("minScore",)),
     Arg("source", "string", "Only notes, or only sessions.", enum=SOURCES),
     Arg("session", "string", "Only this session transcript (id or file name).", aliases=("sessionId",)),
-    Arg("path_prefix", "string", "Only files under this path, e.g. memory/projects/.", aliases=("pathPrefix",)),
+    Arg("path_prefix", "string", "Only files whose path starts with this: a folder ends with / (memory/projects/; "
+        "memory/projects would match memory/projects-old/ too), or a name's start (memory/2026-01 for January's "
+        "daily notes).", aliases=("pathPrefix",)),
 )
 GET_ARGS: tuple[Arg, ...] = (
-    Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md.", required=True),
+    Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md, or a search result's "
+        "citation (memory/2026-06-12.md#L3-L7: those lines unless from/lines say otherwise).", required=True),
     Arg("from", "integer", "First line to read (1-based).", minimum=1, aliases=("from_line", "fromLine")),
     Arg("lines", "integer", "How many lines to read.", minimum=1, maximum=2000),
 )

@@ -41,6 +41,14 @@ def test_index_status_search_get_json(kw_workspace: Path, capsys):
     assert r0["citation"] == "memory/topics/cars.md#L1-L3"
     code, out, _ = run(capsys, "get", "memory/topics/cars.md", str(kw_workspace), "--from", "3", "--lines", "1")
     assert out.strip() == "The mechanic swapped the timing belt on the Civic in March."
+    # the workspace after an option, as a user types it: argparse alone read it as an unrecognized argument
+    code, out, _ = run(capsys, "search", "timing belt", "--json", str(kw_workspace))
+    assert code == 0 and json.loads(out)["results"][0]["citation"] == "memory/topics/cars.md#L1-L3"
+    code, out, _ = run(capsys, "get", "memory/topics/cars.md", "--from", "3", "--lines", "1", str(kw_workspace))
+    assert out.strip() == "The mechanic swapped the timing belt on the Civic in March."
+    with pytest.raises(SystemExit) as stop:  # two workspaces, or one beside an explicit ".", is still a mistake
+        main(["search", "timing belt", ".", "--json", str(kw_workspace)])
+    assert stop.value.code == 2 and "unrecognized arguments: " + str(kw_workspace) in capsys.readouterr().err
 
 
 def test_search_explain_lists_every_candidate(kw_workspace: Path, capsys):

@@ -48,6 +48,13 @@ def test_citation_modes(workspace):
 def test_get_handler_and_refusals(tools, workspace, tmp_path):
     out = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md", "from": 3, "lines": 1}))
     assert out["text"].startswith("The mechanic")
+    # the citation a search result gives reads its lines; explicit ones win
+    cited = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md#L3-L3"}))
+    assert (cited["path"], cited["from"], cited["lines"], cited["text"]) == ("memory/topics/cars.md", 3, 1, out["text"])
+    assert json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md#L3", "from": 1}))["from"] == 1
+    # past the end: one sentence saying how long the file is, not an empty reply
+    past = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md", "from": 1000}))
+    assert past["error"].endswith(f"has {out['total_lines']} lines: line 1000 is past its end"), past
     outside = write(tmp_path, "o.md", "secret")
     os.symlink(outside, workspace / "memory" / "o.md")
     for args in [{"path": "../o.md"}, {"path": "/etc/passwd"}, {"path": "memory/o.md"}, {"path": "notes/ignored.md"}]:
