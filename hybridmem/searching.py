@@ -104,13 +104,11 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
                                cfg.needs_vectors, None, timings)
     t0 = time.perf_counter()
     vectors, vectors_note = progress(cands.generation or None)  # no second read of the generation
-    # an index built keyword-only, or one no chunk of which has its vector yet: the vector leg had nothing to search,
-    # so the keyword leg's gate decides (the model's read an empty vector leg as "no answer")
-    keyword_index = cands.vector_searched and (vectors is None or vectors["embedded"] == 0)
-    # a nearest-neighbour search that found nothing had no vector to search (read before the count above, while
-    # another process was embedding): rank() leaves it out, and the reply says the search was keyword-only
-    none_found = cands.vector_searched and not keyword_index and not cands.vector
-    if keyword_index or none_found:
+    # a vector leg that found nothing had no vector to search (an index built keyword-only, one no chunk of which has
+    # its vector yet, or one read before the count above while another process was embedding): rank() leaves it out,
+    # and the reply says the search was keyword-only, and why
+    keyword_index = cands.vector_searched and (vectors is None or vectors["embedded"] == 0 or not cands.vector)
+    if keyword_index:
         cands = replace(cands, vector_searched=False)
     ranking = rank(cands, cfg, now=now)
     if vectors_note and cands.vector_searched and not ranking.hits:
@@ -121,8 +119,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-        fallback_reason=((KEYWORD_INDEX if vectors is None else NO_VECTORS_YET) if keyword_index
-                         else NO_VECTOR_FOUND if none_found else fallback_reason(embedder, retriever, provider))
+        fallback_reason=((KEYWORD_INDEX if vectors is None else NO_VECTORS_YET if vectors["embedded"] == 0
+                          else NO_VECTOR_FOUND) if keyword_index else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 

@@ -42,7 +42,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from hybridmem.config import DEFAULT_RANKING
+from hybridmem.config import DEFAULT_RANKING, RankConfig
 from hybridmem.config.calibration import (
     ANSWER_THRESHOLD, GATE_MODELS, JOINT_FEATURES, NEAREST_ACROSS_THRESHOLD, Calibration, gate_model,
 )
@@ -59,6 +59,7 @@ from hybridmem.ranking import rank
 from hybridmem.ranking.calibrate import fit_logistic as fit_candidates
 from hybridmem.ranking.gate import across_languages, answer_probability, asked_across, either_gate
 from hybridmem.ranking.pipeline import decision_features
+from hybridmem.records import Candidates
 
 # The gate's features: where the candidates carry the token alignment, its mean and centred form beside the vector
 # leg's two (train, left-out pairs: largest false abstention 2.4% against 4.9% without them); else the two.
@@ -211,6 +212,14 @@ def mixed_memories(ql: str, dl: str) -> tuple[object, dict[tuple[str, str], dict
     return replace(qds, name=f"xquad-mixed-{ql}-{dl}", documents=docs, qrels=qrels), memories
 
 
+def mixed_row(name: str, kind: str, label: int, c: Candidates, cfg: RankConfig) -> tuple:
+    """One row of :func:`collect_mixed` and :func:`collect_memory`: the set, kind, label, the gate's features, the
+    question and the vector leg's top 10 (text, path, cosine)."""
+    _, f = decision_features(c, cfg)
+    return name, kind, label, f, c.query, [(c.chunks[h.chunk_id].text, c.chunks[h.chunk_id].path, h.raw)
+                                           for h in c.vector[:10]]
+
+
 def collect_mixed(split: str, limit: int, out: str, pairs: list[tuple[str, str]],
                   shapes: tuple[str, ...] = MIXED_SHAPES) -> None:
     """Per question of each pair, asked of the memories of :func:`mixed_memories`: the pair and shape
@@ -228,11 +237,9 @@ def collect_mixed(split: str, limit: int, out: str, pairs: list[tuple[str, str]]
                 continue
             asked = [Query(f"{q.id}@{shape}-{kind}", q.text, q.category, q.split) for q in chosen]
             within = {f"{q.id}@{shape}-{kind}": memory[q.id] for q in chosen}
-            for c in no_answer_candidates(ev, asked, cfg.pool, within):
-                _, f = decision_features(c, cfg)
-                top = [(c.chunks[h.chunk_id].text, c.chunks[h.chunk_id].path, h.raw) for h in c.vector[:10]]
-                name = f"{ql}+{dl}" + (" few" if shape == "few" else "")
-                rows.append((name, kind, int(kind != "none"), f, c.query, top))
+            name = f"{ql}+{dl}" + (" few" if shape == "few" else "")
+            rows.extend(mixed_row(name, kind, int(kind != "none"), c, cfg)
+                        for c in no_answer_candidates(ev, asked, cfg.pool, within))
         ev.close()
         print(f"{ql}+{dl}: {time.time() - t:.0f}s", flush=True)
     with open(out, "wb") as fh:
@@ -250,10 +257,8 @@ def collect_memory(split: str, out: str, names: list[str]) -> None:
         ev = Evaluator(ds, progress=False)
         for label, queries in ((1, ds.queries), (0, ds.no_answer)):
             chosen = [q for q in queries if q.split == split]
-            for c in no_answer_candidates(ev, chosen, cfg.pool, None):
-                _, f = decision_features(c, cfg)
-                top = [(c.chunks[h.chunk_id].text, c.chunks[h.chunk_id].path, h.raw) for h in c.vector[:10]]
-                rows.append((f"{name}:{split}", "own" if label else "none", label, f, c.query, top))
+            rows.extend(mixed_row(f"{name}:{split}", "own" if label else "none", label, c, cfg)
+                        for c in no_answer_candidates(ev, chosen, cfg.pool, None))
         ev.close()
     with open(out, "wb") as fh:
         pickle.dump(rows, fh)

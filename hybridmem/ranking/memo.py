@@ -247,7 +247,8 @@ class RankMemo:
         a higher bar); ``""``, neither."""
         if self._across is None:
             c = self.candidates
-            self._across = across_languages(c.query, [c.chunks[h.chunk_id].text for h in c.vector[:CROSSLINGUAL_PASSAGES]])
+            top = c.vector[:CROSSLINGUAL_PASSAGES]
+            self._across = across_languages(c.query, [c.chunks[h.chunk_id].text for h in top])
         return self._across
 
     def routed_across(self) -> str:
