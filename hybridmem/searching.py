@@ -98,7 +98,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
         timings["model_load"] = (time.perf_counter() - t0) * 1000
     loaded = embedder.get() if cfg.vector_weight > 0 and cfg.text_weight > 0 else None
     if loaded is not None and reads_language(loaded.model):
-        preload_language_identifier()  # rank() will ask which language the query is in: load it meanwhile
+        # rank() will ask which language the query is in: load it meanwhile
+        preload_language_identifier(retriever.settings.embedding.shared_cache_dir)
     t_all = time.perf_counter()
     cands = retriever.retrieve(query, cfg.pool, cfg.text_weight > 0, cfg.vector_weight > 0, scope,
                                cfg.needs_vectors, None, timings)

@@ -900,6 +900,22 @@ def test_the_language_identifier_is_unpacked_once_into_the_user_cache(tmp_path: 
             assert folder.name.startswith("langid-") and len(list(folder.glob("*.npy"))) == 6
 
 
+def test_the_language_identifier_is_unpacked_into_the_configured_shared_cache_dir(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search preloads the identifier with ``embedding.shared_cache_dir``: its tables go there, as the embedding
+    cache does, when ``$HYBRIDMEM_CACHE_DIR`` is not set."""
+    from hybridmem.ranking import language
+
+    monkeypatch.delenv("HYBRIDMEM_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(language, "_identifier", None)
+    monkeypatch.setattr(language, "_cache_setting", "")
+    language.preload(str(tmp_path / "mine"))
+    assert language._model().rank("Wer hat den Schlüssel zum Serverraum?")[0][0] == "de"
+    (folder,) = (tmp_path / "mine").iterdir()
+    assert folder.name.startswith("langid-") and not (tmp_path / "xdg").exists()
+
+
 def test_without_the_language_identifier_only_the_script_routes(monkeypatch: pytest.MonkeyPatch) -> None:
     """py3langid missing or broken: searches go on, a question in another script is still routed."""
     from hybridmem.ranking import language

@@ -118,6 +118,26 @@ def test_the_word_pieces_table_is_kept_beside_the_graph(weights: E5Weights, cach
         assert np.array_equal(np.load(path), expected)  # written again
 
 
+def test_the_graph_is_cached_in_the_configured_shared_cache_dir(weights: E5Weights, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``embedding.shared_cache_dir`` holds the graph (and the word-pieces table beside it) as it holds the embedding
+    cache: the embedder built from the settings passes it down; ``$HYBRIDMEM_CACHE_DIR`` still wins over it."""
+    from hybridmem.config.sections import EmbeddingConfig
+    from hybridmem.embeddings import make_provider
+
+    monkeypatch.delenv(e5fast.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    mine = tmp_path / "mine"
+    embedder = make_provider("e5", EmbeddingConfig(provider="e5", shared_cache_dir=str(mine)))
+    fast = embedder.fast_path()
+    assert fast is not None and fast._graph.parent == mine / "e5" and fast._graph.is_file()
+    assert embedder.embed_documents(["a passage"] * 40).shape == (40, 384)
+    assert len(embedder.token_states(["who has the key?"], True, 16)[0].ids) > 0  # reads the word-pieces table
+    assert fast._graph.with_suffix(".words.npy").is_file() and not (tmp_path / "xdg").exists()
+    monkeypatch.setenv(e5fast.CACHE_ENV, str(tmp_path / "env"))
+    assert e5fast.FastE5(weights.path, sessions=1, cache_dir=str(mine))._graph.parent == tmp_path / "env" / "e5"
+
+
 def test_cache_folder_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(e5fast.CACHE_ENV, str(tmp_path / "a"))
     assert e5fast.cache_root() == tmp_path / "a"

@@ -119,7 +119,8 @@ class EmbeddingConfig:
     token_alignment: bool = True
     # The user-level embedding cache shared by every workspace, eval dataset and checkout (keyed by provider, model,
     # provider key, model file hash and text hash), in $HYBRIDMEM_CACHE_DIR, else shared_cache_dir, else
-    # $XDG_CACHE_HOME/hybridmem, else ~/.cache/hybridmem; least recently used rows go first past the cap.
+    # $XDG_CACHE_HOME/hybridmem, else ~/.cache/hybridmem; least recently used rows go first past the cap. The same
+    # folder holds e5's ONNX graph and the language identifier's tables, built once per version.
     shared_cache: bool = True
     shared_cache_dir: str = ""
     shared_cache_max_mb: int = 2048

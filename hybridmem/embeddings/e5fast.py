@@ -51,10 +51,11 @@ _SPACES = re.compile(" {2,}")
 _META = "\u2581"
 
 
-def cache_root() -> Path:
+def cache_root(setting: str = "") -> Path:
     """The user-level cache folder (:func:`hybridmem.config.paths.user_cache_dir`): ``$HYBRIDMEM_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/hybridmem``, else ``~/.cache/hybridmem``."""
-    return user_cache_dir()
+    ``setting`` (``embedding.shared_cache_dir``) when given, else ``$XDG_CACHE_HOME/hybridmem``, else
+    ``~/.cache/hybridmem``."""
+    return user_cache_dir(setting)
 
 
 def usable_cores() -> int:
@@ -161,10 +162,11 @@ def _load_session(ort, source: str | bytes, threads: int):  # noqa: ANN001, ANN2
                                 disabled_optimizers=["SkipLayerNormFusion"])
 
 
-def graph_path(weights: E5Weights, sha: str | None = None) -> Path:
-    """Where the graph of ``weights`` is cached (named by the weights file's sha256 and the graph version)."""
+def graph_path(weights: E5Weights, sha: str | None = None, cache_dir: str = "") -> Path:
+    """Where the graph of ``weights`` is cached (named by the weights file's sha256 and the graph version), under
+    :func:`cache_root` of ``cache_dir`` (``embedding.shared_cache_dir``)."""
     sha = sha or file_sha256(weights.path)
-    return cache_root() / "e5" / f"{weights.path.stem}-{sha[:16]}-g{GRAPH_VERSION}.onnx"
+    return cache_root(cache_dir) / "e5" / f"{weights.path.stem}-{sha[:16]}-g{GRAPH_VERSION}.onnx"
 
 
 def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1,
@@ -213,17 +215,19 @@ class FastE5:
         (2, 384)
     """
 
-    def __init__(self, weights_path: str | Path, threads: int | None = None, sessions: int | None = None) -> None:
+    def __init__(self, weights_path: str | Path, threads: int | None = None, sessions: int | None = None,
+                 cache_dir: str = "") -> None:
         """``threads`` cores (default: all usable), as that many one-thread sessions (document batches run side by
         side), or as ``sessions`` sessions sharing them (1: one session that spreads each call over the cores, quicker
-        to load, for a process that only reads a few texts, such as a one-shot search's token alignment)."""
+        to load, for a process that only reads a few texts, such as a one-shot search's token alignment).
+        ``cache_dir``: ``embedding.shared_cache_dir``, where the graph is cached (:func:`graph_path`)."""
         self.weights = E5Weights(weights_path)
         hdr = self.weights.header
         self.dims, self.window = hdr.hidden, hdr.max_positions - 2
         self.threads = threads or usable_cores()
         self.tokenizer = E5Tokenizer(self.weights)
         n = sessions or self.threads
-        self._graph = graph_path(self.weights)
+        self._graph = graph_path(self.weights, cache_dir=cache_dir)
         self._sessions, self.graph_state = load_graph(self.weights, threads=max(1, self.threads // n), sessions=n,
                                                       path=self._graph)
         self._word = self.weights.q4("emb.word")

@@ -47,6 +47,7 @@ LANGUAGE_CHARS = 256  # characters read of each text
 
 _lock = threading.Lock()
 _identifier = None  # the loaded model; False when it cannot be loaded
+_cache_setting = ""  # embedding.shared_cache_dir, from the first search that preloads the model
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"[^\W\d_]{2,}")
 _CODE = re.compile(r"[_\d/\\=<>{}()\[\]@#$%^&*|~`]|[a-z][A-Z]")  # a token of code, a number, a path or an id
@@ -108,8 +109,8 @@ def _unpacked(folder: Path) -> dict[str, Any]:
 
 def _model():  # type: ignore[no-untyped-def]
     """The identifier, loaded once; False when py3langid cannot be loaded (then only the script routes a question).
-    Read from its arrays unpacked in the user cache (a few ms) where that folder can be written, else from its own
-    file (0.6 s)."""
+    Read from its arrays unpacked in the user cache (:func:`~hybridmem.config.paths.user_cache_dir`; a few ms) where
+    that folder can be written, else from its own file (0.6 s)."""
     global _identifier
     if _identifier is None:
         with _lock:
@@ -121,7 +122,7 @@ def _model():  # type: ignore[no-untyped-def]
                     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
                     try:
-                        a = _unpacked(user_cache_dir() / f"langid-{version('py3langid')}")
+                        a = _unpacked(user_cache_dir(_cache_setting) / f"langid-{version('py3langid')}")
                         # the automaton is walked a byte at a time: memoryviews index as fast as the array module
                         _identifier = LanguageIdentifier(
                             a["ptc"], np.asarray(a["pc"]), a["classes"].tolist(), memoryview(a["nextmove"]),
@@ -136,9 +137,12 @@ def _model():  # type: ignore[no-untyped-def]
     return _identifier
 
 
-def preload() -> None:
-    """Load the model in a background thread (a search that needs it first waits for that load, not another)."""
+def preload(cache_dir: str = "") -> None:
+    """Load the model in a background thread (a search that needs it first waits for that load, not another);
+    ``cache_dir``: ``embedding.shared_cache_dir``, where its tables are unpacked."""
+    global _cache_setting
     if _identifier is None:
+        _cache_setting = _cache_setting or cache_dir
         threading.Thread(target=_model, name="hybridmem-langid", daemon=True).start()
 
 

@@ -292,7 +292,8 @@ class Retriever:
         if states is None and (always or has_aligned_gate(model)):
             from hybridmem.embeddings.e5 import shared_token_reader
 
-            states = shared_token_reader(self.settings.embedding.document_runtime)
+            states = shared_token_reader(self.settings.embedding.document_runtime,
+                                         self.settings.embedding.shared_cache_dir)
             owner = getattr(states, "__self__", None)
         return (owner, states) if states is not None else (None, None)
 
