@@ -253,7 +253,8 @@ def test_a_model_without_an_aligned_gate_reads_no_alignment(e5: E5Embedder, tmp_
 
     calls: list[str] = []
     real = e5mod.shared_token_reader
-    monkeypatch.setattr(e5mod, "shared_token_reader", lambda runtime="onnx": calls.append(runtime) or real(runtime))
+    monkeypatch.setattr(e5mod, "shared_token_reader",
+                        lambda runtime="onnx", cache_dir="": calls.append(runtime) or real(runtime, cache_dir))
     idx = _open_hashed(workspace, tmp_path)
     try:
         c = idx.retrieve(CASES["en"][0], DEFAULT_RANKING.pool)
