@@ -39,8 +39,9 @@ from hybridmem.eval.abstention import confine, no_answer_candidates, no_answer_s
 from hybridmem.eval.datasets import load_dataset
 from hybridmem.eval.datasets.xquad import articles
 from hybridmem.eval.decisions import (ALIGNED_USED, DECISION_DATASETS, DEPTH, DecisionRows, _aligned,
-                                      _gate_features, vector_took_part)
+                                      _gate_features, false_point, vector_took_part)
 from hybridmem.eval.runner import Evaluator, eval_config
+from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
 
 MODEL = "multilingual-e5-small"
@@ -151,15 +152,17 @@ def extended(rows: list[tuple[str, list[float], int]], names: tuple[str, ...]) -
 
 
 def abstention_at_2pct(z: np.ndarray, names: list[str], y: np.ndarray) -> dict[str, float]:
-    """Per no-answer set, the share under the largest threshold at which no answerable set loses more than 2%."""
+    """Per no-answer set, the share of its log-odds ``z`` under the shipping rule's point (:func:`false_point`: no
+    answerable set loses more than 2%)."""
     sets = np.array(names)
-    points = []
-    for s in set(names):
-        v = np.sort(z[(sets == s) & (y == 1)])
-        if len(v):
-            points.append(v[int(np.floor(max(0.02 * len(v), 1.0)))])
-    t = min(points)
-    return {s: float(np.mean(z[(sets == s) & (y == 0)] < t)) for s in sorted(set(names)) if ((sets == s) & (y == 0)).any()}
+    point = logit(false_point(answerable(z, sets, y, set(names))))
+    return {s: float(np.mean(z[(sets == s) & (y == 0)] < point)) for s in sorted(set(names))
+            if ((sets == s) & (y == 0)).any()}
+
+
+def answerable(z: np.ndarray, groups: np.ndarray, y: np.ndarray, keys: set[str]) -> dict[str, list[float]]:
+    """Per group, the answer probabilities of its answerable rows (what :func:`false_point` reads)."""
+    return {k: [sigmoid(v) for v in z[(groups == k) & (y == 1)]] for k in keys if ((groups == k) & (y == 1)).any()}
 
 
 def memory_round(rows_path: Path, levels_path: Path, settings: Settings) -> None:
@@ -178,10 +181,7 @@ def memory_round(rows_path: Path, levels_path: Path, settings: Settings) -> None
     gate = GATE_MODELS[f"{MODEL}|aligned"]
     z = np.array([logit(answer_probability(dict(zip(GATE_FEATURES, f["both"])), gate)) for _, f, _ in gate_rows])
     mem = [memory_of(n) for n in names]
-    oracle = {}
-    for m in set(mem):
-        v = np.sort(z[(np.array(mem) == m) & (y == 1)])
-        oracle[m] = float(v[int(np.floor(max(0.02 * len(v), 1.0)))])
+    oracle = {m: logit(false_point({m: p})) for m, p in answerable(z, np.array(mem), y, set(mem)).items()}
     print("| memory | simulated no-answer level (median log-odds) | oracle: its own 2% point |\n|---|---|---|")
     for m in sorted(oracle):
         print(f"| {m} | {level[m]:+.2f} | {oracle[m]:+.2f} |")
