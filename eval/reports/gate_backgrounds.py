@@ -8,13 +8,16 @@ threshold serves them all. Two label-free backgrounds are measured here, each ag
   Chinese or Japanese, 24 of Thai) are asked of it without their document (an XQuAD-R article: its sentences are
   documents), through the shipped retrieval, alignment and aligned gate; the median of their log-odds is the memory's
   simulated no-answer level. Beside it: the oracle (each memory's gate shifted so its own answerable train queries'
-  2% point is the same), the level as a gate feature, and the level subtracted from the gate.
+  2% point is the same), the level as a gate feature, and the level subtracted from the gate. With ``--probes
+  common`` the probes carry no subject instead: :data:`COMMON_WORDS` of the memory's :data:`COMMON` most widespread
+  keyword tokens (by the number of chunks holding them, written as in the text), asked of the whole memory.
 - ``query``: a per-query background. The query's token alignment with the vector leg's passages at ranks 11-13 and
   21-23 (not an answer, but in the memory's language and near its subject), as gate features, alone and as the top
   passages' alignment minus it.
 
     PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl           # the rows, ~50 minutes
     PYTHONPATH=. python eval/reports/gate_backgrounds.py memory /tmp/e5-rows.pkl /tmp/levels.json   # ~6 minutes
+    PYTHONPATH=. python eval/reports/gate_backgrounds.py memory --probes common /tmp/e5-rows.pkl /tmp/common.json  # ~2
     PYTHONPATH=. python eval/reports/gate_backgrounds.py query /tmp/deep.pkl                 # ~60 minutes, then kept
 
 A second run reads what the first kept (``levels.json``, ``deep.pkl``). Fits and placements are
@@ -26,6 +29,7 @@ import json
 import pickle
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -43,9 +47,11 @@ from hybridmem.eval.decisions import (ALIGNED_USED, DECISION_DATASETS, DEPTH, De
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
+from hybridmem.tokenization import token_spans
 
 MODEL = "multilingual-e5-small"
 FRAGMENTS = 60
+COMMON, COMMON_WORDS, COMMON_PROBES = 50, 7, 40
 ALIGNMENT = ("mean", "q25", "weighted", "exact", "centred")
 _SPACELESS = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff]")
 
@@ -96,6 +102,35 @@ def simulated_levels(settings: Settings) -> dict[str, list[float]]:
             others = frozenset(p for p in group if group[p] != group[path])
             c = idx.retrieve(fragment(text, rng), max(config.pool, len(ids)), align=False)
             c = idx.align(confine(c, others, config.pool), always=True)
+            feats = dict(zip(GATE_FEATURES, _gate_features(c, config)["both"]))
+            z.append(logit(answer_probability(feats, gate)))
+        out[name] = z
+        print(f"{name}: median {np.median(z):+.2f}", file=sys.stderr, flush=True)
+        ev.close()
+    return out
+
+
+def common_levels(settings: Settings) -> dict[str, list[float]]:
+    """Per decision dataset, the aligned gate's log-odds of :data:`COMMON_PROBES` probes of :data:`COMMON_WORDS` of its
+    :data:`COMMON` most widespread keyword tokens (a question in the memory's language about nothing)."""
+    config = eval_config(DEFAULT_RANKING, DEPTH)
+    gate = GATE_MODELS[f"{MODEL}|aligned"]
+    out: dict[str, list[float]] = {}
+    for name in DECISION_DATASETS:
+        ev = Evaluator(load_dataset(name), settings, progress=False)
+        idx = ev.index
+        ids = idx.vectors()[0]
+        rows = idx.store.chunk_rows([int(i) for i in ids])
+        spread = Counter()
+        for row in rows.values():
+            text = row[4]
+            spread.update({text[s:e] for _, s, e in token_spans(text)})
+        common = [w for w, _ in spread.most_common(COMMON)]
+        rng = np.random.default_rng(1)
+        z = []
+        for _ in range(COMMON_PROBES):
+            c = idx.align(idx.retrieve(" ".join(rng.choice(common, COMMON_WORDS, replace=False)), config.pool,
+                                       align=False), always=True)
             feats = dict(zip(GATE_FEATURES, _gate_features(c, config)["both"]))
             z.append(logit(answer_probability(feats, gate)))
         out[name] = z
@@ -165,14 +200,14 @@ def answerable(z: np.ndarray, groups: np.ndarray, y: np.ndarray, keys: set[str])
     return {k: [sigmoid(v) for v in z[(groups == k) & (y == 1)]] for k in keys if ((groups == k) & (y == 1)).any()}
 
 
-def memory_round(rows_path: Path, levels_path: Path, settings: Settings) -> None:
+def memory_round(rows_path: Path, levels_path: Path, settings: Settings, probes: str = "fragments") -> None:
     saved = pickle.loads(rows_path.read_bytes())
     if saved["model"] != MODEL or saved["features"] != GATE_FEATURES:
         sys.exit(f"gate_backgrounds.py: {rows_path} holds other rows than {MODEL}'s over today's gate features")
     if levels_path.exists():
         levels = json.loads(levels_path.read_text())
     else:
-        levels = simulated_levels(settings)
+        levels = simulated_levels(settings) if probes == "fragments" else common_levels(settings)
         levels_path.write_text(json.dumps(levels))
     level = {m: float(np.median(z)) for m, z in levels.items()}
     gate_rows = vector_took_part(saved["rows"]).gate
@@ -190,7 +225,7 @@ def memory_round(rows_path: Path, levels_path: Path, settings: Settings) -> None
     print(f"\nSpearman's rho over the XQuAD-R languages: {rho.statistic:.2f} (p = {rho.pvalue:.3f})\n")
     xquad = np.array([m.startswith("xquad-") for m in mem])
     shown = {"shipped": z, "oracle: each memory's 2% point moved onto one": z - np.array([oracle[m] for m in mem])}
-    for beta in (0.25, 0.5):
+    for beta in (-0.25, 0.25, 0.5):
         shown[f"minus {beta} x level, every memory"] = z - beta * np.array([level[m] for m in mem])
         shown[f"minus {beta} x level, XQuAD-R only"] = z - beta * np.array([level[m] for m in mem]) * xquad
     print("| gate log-odds | mean / worst abstention, 14 no-answer sets (train) |\n|---|---|")
@@ -231,11 +266,13 @@ if __name__ == "__main__":
     m = sub.add_parser("memory", help="a per-memory simulated no-answer level")
     m.add_argument("rows", type=Path, help="rows kept by eval/reports/gate_rounds.py e5 --rows")
     m.add_argument("levels", type=Path, help="the simulated levels: read when it exists, else measured and kept")
+    m.add_argument("--probes", choices=("fragments", "common"), default="fragments",
+                   help="fragments of the memory's passages (default), or its most widespread words")
     q = sub.add_parser("query", help="a per-query background from deeper passages")
     q.add_argument("deep", type=Path, help="the rows with deeper alignments: read when it exists, else collected")
     args = ap.parse_args()
     e5 = Settings().override(embedding={"provider": "e5"})
     if args.round == "memory":
-        memory_round(args.rows, args.levels, e5)
+        memory_round(args.rows, args.levels, e5, args.probes)
     else:
         query_round(args.deep, e5)
