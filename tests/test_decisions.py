@@ -807,6 +807,47 @@ def test_a_memory_in_two_languages_reads_the_crosslingual_gate_where_the_nearest
     _, f = decision_features(own, DEFAULT_RANKING)
     assert rank(own, DEFAULT_RANKING, now=0.0).answer_probability == pytest.approx(answer_probability(f, usual))
 
+def test_a_memory_in_several_scripts_reads_the_crosslingual_gate_against_the_nearest_routes_bar() -> None:
+    """Notes in Thai, Arabic and Japanese beside English ones: an English question about none of them found those
+    three first (e5 puts short notes of other scripts near any question), so it was asked across each top passage and
+    the cross-lingual gate answered it at the shipped threshold (P 0.951 in a real workspace). Top passages in several
+    scripts besides the question's are a memory in several languages, not one in another language: the cross-lingual
+    gate is read against the nearest route's bar there. Passages in one other script keep the route as it was, and so
+    does a Chinese memory with a passage full of Latin names among its top ones."""
+    from hybridmem.config.calibration import ANSWER_THRESHOLD, CROSSLINGUAL_GATES, NEAREST_ACROSS_THRESHOLD, gate_model
+    from hybridmem.ranking.gate import across_languages, raised, several_scripts
+    from hybridmem.ranking.memo import RankMemo
+    from hybridmem.tokenization import tokenize
+
+    notes = {1: "คุณยายไปตรวจความดันโลหิตที่โรงพยาบาลศิริราชเมื่อวันจันทร์", 2: "زرعنا أشجار الزيتون والليمون في الحديقة الخلفية.",
+             3: "宿は祇園の近くの旅館を予約した。二泊三日。", 4: "หมอสั่งยาใหม่และนัดตรวจอีกครั้งในเดือนหน้า",
+             5: "ยายชอบดื่มชาเขียวตอนเช้า", 6: "Deploys happen on Thursdays after the standup."}
+    chunks = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+              for c, t in notes.items()}
+
+    def cands(query: str, order: tuple[int, ...]) -> Candidates:
+        vec = tuple(LegHit(c, 0.9 - 0.01 * i, i) for i, c in enumerate(order, 1))
+        return Candidates(query, tuple(tokenize(query)), keyword=(), vector=vec, chunks=chunks, pool=40,
+                          vector_model="multilingual-e5-small")
+
+    question = "when is my sister's birthday?"
+    several = cands(question, (1, 2, 3, 6))
+    assert several_scripts(question, [notes[c] for c in (1, 2, 3)])
+    assert RankMemo(several).across() == "nearest" and not RankMemo(several).other_language()
+    _, f = decision_features(several, DEFAULT_RANKING)
+    usual, cross = gate_model("multilingual-e5-small"), CROSSLINGUAL_GATES["multilingual-e5-small"]
+    p, q = answer_probability(f, usual), answer_probability(f, cross)
+    got = rank(several, DEFAULT_RANKING, now=0.0)
+    assert got.routed_across == "nearest" and q >= ANSWER_THRESHOLD  # the shipped threshold alone would answer it
+    assert got.answer_probability == pytest.approx(max(p, raised(q, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD)))
+    one = cands(question, (1, 4, 5, 6))  # a Thai memory: the cross-lingual gate at the shipped threshold, as before
+    assert RankMemo(one).across() == "top" and rank(one, DEFAULT_RANKING, now=0.0).answer_probability == \
+        pytest.approx(max(p, answer_probability(decision_features(one, DEFAULT_RANKING)[1], cross)))
+    assert not several_scripts(question, ["周一上午九点召开团队周会。", "Apple 和 Google 的 API keys rotate monthly", "备份。"])
+    assert across_languages("ai giữ chìa khóa?", [notes[c] for c in (1, 2, 3)]) == "nearest"
+    assert across_languages("ai giữ chìa khóa?", [notes[c] for c in (1, 4, 5)]) == "top"
+
+
 def test_a_question_asked_across_languages_takes_the_crosslingual_hit_probabilities() -> None:
     """A cosine across languages sits lower than one within a language, and the keyword leg finds little: the order's
     own fit, fitted on questions in their passages' language, gave the right note of an English question over German

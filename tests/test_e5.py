@@ -272,6 +272,36 @@ def test_a_question_in_capitals_is_read_by_the_encoder_as_in_lower_case(tmp_path
         assert np.array_equal(vecs[shouted], vecs[calm]) and float(raw @ vecs[calm]) < 0.99
 
 
+def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Path) -> None:
+    """A user's memory with one note each in Thai, Arabic, Japanese, Vietnamese and German beside English ones. An
+    English question about none of them finds the Thai, Arabic and Japanese notes first; the cross-lingual gate, read
+    at the shipped threshold as for a memory in another language, answered it with the Thai note (P 0.951). Read
+    against the nearest route's bar it is refused, and a question about the Thai note is still answered with it."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\n- The user prefers dark mode in every editor.\n- Deploys happen on "
+                                  "Thursdays after the standup.\n", encoding="utf-8")
+    notes = {
+        "en": "## Database migration\n\n- Migrated the billing database from MySQL 5.7 to PostgreSQL 16.\n",
+        "ja": "## 京都旅行\n\n- 来月、家族で京都へ旅行する予定。清水寺と伏見稲荷大社を訪れたい。\n- 宿は祇園の近くの旅館を予約した。\n",
+        "th": "## สุขภาพของคุณยาย\n\n- คุณยายไปตรวจความดันโลหิตที่โรงพยาบาลศิริราชเมื่อวันจันทร์\n"
+              "- หมอสั่งยาใหม่และนัดตรวจอีกครั้งในเดือนหน้า\n",
+        "ar": "## حديقة المنزل\n\n- زرعنا أشجار الزيتون والليمون في الحديقة الخلفية يوم السبت.\n",
+        "vi": "## Học tiếng Tây Ban Nha\n\n- Linh bắt đầu học tiếng Tây Ban Nha mỗi tối thứ Ba ở trung tâm ngoại ngữ.\n",
+        "de": "## Fahrradreparatur\n\n- Das Hinterrad des Fahrrads hatte einen Platten.\n",
+    }
+    for lang, text in notes.items():
+        (ws / "memory" / f"{lang}.md").write_text(f"# 2026-03-0{len(lang)}\n\n{text}", encoding="utf-8")
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        for unrelated in ("When is my sister's birthday", "Wann hat meine Schwester Geburtstag"):
+            got = idx.search(unrelated)
+            assert got.ranking.abstained and not got.results, (unrelated, got.ranking.answer_probability)
+        asked = idx.search("When is grandma's next blood pressure check?")
+        assert not asked.ranking.abstained and asked.results[0].path == "memory/th.md"
+
+
 def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> None:
     """``hybridmem eval --limit N`` scores the first N queries of the split (keyword-only here: no model needed)."""
     import json

@@ -65,7 +65,7 @@ from hybridmem.ranking.language import other_language
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
            "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "logit",
-           "nearest_across", "other_script", "query_features", "raised"]
+           "nearest_across", "other_script", "query_features", "raised", "several_scripts"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -223,12 +223,40 @@ def asked_across(query: str, passages: Sequence[str]) -> bool:
     return other_script(query, top) or other_language(query, top)
 
 
+def several_scripts(query: str, passages: Sequence[str]) -> bool:
+    """Whether ``passages`` are written in two scripts or more besides ``query``'s own (:func:`dominant_script`;
+    Vietnamese counts as Latin here): a memory in several languages, not one in another language (whose passages
+    full of names may read as Latin).
+
+    Example:
+        >>> notes = ["คุณยายไปตรวจความดันโลหิต", "زرعنا أشجار الزيتون", "宿は祇園の近くの旅館を予約した。"]
+        >>> several_scripts("when is my sister's birthday?", notes)
+        True
+        >>> several_scripts("when is the team meeting?", ["周一上午九点召开团队周会。", "Apple 和 Google 的 API", "42"])
+        False
+    """
+    latin = lambda s: "LATIN" if s == "VIETNAMESE" else s  # noqa: E731
+    scripts = {latin(dominant_script([p])) for p in passages} - {None, latin(dominant_script([query]))}
+    return len(scripts) > 1
+
+
 def across_languages(query: str, passages: Sequence[str]) -> str:
     """How ``query`` is asked across languages of ``passages`` (the vector leg's, in rank order): ``"top"``, of each
-    of the first :data:`CROSSLINGUAL_PASSAGES` (:func:`asked_across`); ``"nearest"``, of the first alone
-    (:func:`nearest_across`); ``""``, neither."""
+    of the first :data:`CROSSLINGUAL_PASSAGES` (:func:`asked_across`) in a memory in another language; ``"nearest"``,
+    of the first alone (:func:`nearest_across`), or of each of the first where they are written in several scripts
+    besides the question's (:func:`several_scripts`: a memory in several languages, whose notes in other languages
+    than the question's all lie near it; read against the nearest route's bar); ``""``, neither.
+
+    Example:
+        >>> notes = ["คุณยายไปตรวจความดันโลหิต", "زرعنا أشجار الزيتون", "宿は祇園の近くの旅館を予約した。"]
+        >>> across_languages("when is my sister's birthday?", notes), across_languages("when is my sister's birthday?",
+        ...                                                                            notes[:1] * 3)
+        ('nearest', 'top')
+    """
     top = passages[:CROSSLINGUAL_PASSAGES]
-    return "top" if asked_across(query, top) else "nearest" if nearest_across(query, top) else ""
+    if asked_across(query, top):
+        return "nearest" if several_scripts(query, top) else "top"
+    return "nearest" if nearest_across(query, top) else ""
 
 
 def either_gate(features: Mapping[str, float], usual: Gate, cross: Gate, asked: str, bar: float,
