@@ -213,14 +213,19 @@ class MemoryIndex:
         return self.store.files().get(path)
 
     # -- status --------------------------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        """The index's counts, identity and health, how it searches, and where its last sync got."""
+    def status(self, disk: bool = False) -> dict[str, Any]:
+        """The index's counts, identity and health, how it searches, and where its last sync got. ``disk``: also
+        ``changed_on_disk``, the files the next sync would read or drop (:meth:`Syncer.changed_on_disk`: a walk of the
+        workspace and a stat of each file), and ``dirty`` true when there are any, not only when a watcher in this
+        process saw a change."""
         report = status_report(self.store, self.retriever, self._embedder, self.vector_progress())
         started = float(self.store.get_meta("sync_started", "0") or 0)
         stopped = started > (report["last_sync"] or 0) and not self.indexing_elsewhere()
+        changed = self.syncer.changed_on_disk() if disk else 0
         return {"workspace": str(self.workspace) if self.workspace else None, "index_path": str(self.index_path),
                 **report, "sync_interrupted": stopped,
-                "dirty": self.dirty, "fallback_reason": self.fallback_reason if self._embedder.loaded else None,
+                "dirty": self.dirty or changed > 0, **({"changed_on_disk": changed} if disk else {}),
+                "fallback_reason": self.fallback_reason if self._embedder.loaded else None,
                 "last_sync_report": self.last_sync.to_dict() if self.last_sync else None}
 
     def check(self) -> list[str]:

@@ -78,6 +78,25 @@ def test_incremental_sync_embeds_only_changes(workspace: Path):
     assert r5.changed == 1 and r5.embedded == 0 and r5.cache_hits == 1
 
 
+def test_status_counts_the_files_changed_on_disk_since_the_last_sync(workspace: Path):
+    """A one-shot ``hybridmem status`` has no watcher: ``dirty`` read False while a note had changed on disk. With
+    ``disk`` it counts what the next sync would read or drop (new, changed, deleted; not a binary file it skips)."""
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    assert (idx.status(disk=True)["changed_on_disk"], idx.status(disk=True)["dirty"]) == (0, False)
+    assert "changed_on_disk" not in idx.status()
+    p = workspace / "memory/topics/cars.md"
+    p.write_text(p.read_text() + "\nAlso replaced the brake pads.\n")
+    write(workspace, "memory/2026-07-01.md", "# new\n\nA note about kayaks.\n")
+    (workspace / "memory/blob.md").write_bytes(bytes(range(256)) * 4)
+    (workspace / "memory/2026-06-01.md").unlink()
+    st = idx.status(disk=True)
+    assert (st["changed_on_disk"], st["dirty"]) == (3, True)
+    report = idx.sync()
+    assert (report.added, report.changed, report.deleted) == (1, 1, 1)
+    assert idx.status(disk=True)["changed_on_disk"] == 0
+
+
 def test_settings_change_triggers_full_reindex(workspace: Path):
     idx = MemoryIndex(workspace, embedder=HashEmbedder())
     idx.sync()

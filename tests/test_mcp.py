@@ -120,6 +120,7 @@ async def _session_checks(client: Client, ws: Path) -> None:
     r = await client.call_tool("memory_status", {})
     st = r.structured_content
     assert (st["files"], st["chunks"], st["sync_running"], st["provider"]) == (46, 65, False, "none")
+    assert st["changed_on_disk"] == 0 and st["dirty"] is False
 
 
 def test_stdio_session(ws: Path) -> None:

@@ -26,7 +26,8 @@ SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
                "decisions, dates, people, preferences or todos. Returns snippets with path#line citations.")
 GET_TEXT = "Read lines of a memory file, usually around a memory_search hit (path relative to the memory root)."
-STATUS_TEXT = "Index status: files, chunks, embedding model, last sync, whether a sync is running."
+STATUS_TEXT = ("Index status: files, chunks, embedding model, last sync, whether a sync is running, and how many files "
+               "changed on disk since the index read them.")
 
 _HIT = {"type": "object", "properties": {
     "citation": {"type": "string"}, "path": {"type": "string"}, "start_line": {"type": "integer"},
@@ -45,7 +46,7 @@ GET_OUTPUT = {"type": "object", "properties": {
 STATUS_OUTPUT = {"type": "object", "properties": {
     "files": {"type": "integer"}, "chunks": {"type": "integer"}, "provider": {"type": "string"},
     "model": {"type": "string"}, "model_loaded": {"type": "boolean"}, "last_sync": {"type": ["string", "null"]},
-    "sync_running": {"type": "boolean"}, "vectors": _VECTORS, "vectors_note": {"type": "string"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
+    "sync_running": {"type": "boolean"}, "changed_on_disk": {"type": "integer"}, "vectors": _VECTORS, "vectors_note": {"type": "string"}}, "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
 WRITE_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
     "bytes": {"type": "integer"}, "indexed": {"type": "boolean"}, "index_error": {"type": "string"},

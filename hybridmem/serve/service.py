@@ -232,14 +232,15 @@ class MemoryService:
     def status(self) -> dict[str, Any]:
         """``memory_status``: files, chunks, model, last sync, whether a sync is running."""
         self.refresh()
-        s = self.index.status()
+        s = self.index.status(disk=True)
         watcher = self.watcher
         return {
             "workspace": s["workspace"], "files": s.get("files", 0), "chunks": s.get("chunks", 0),
             "provider": s["provider"], "model": s["model"], "model_loaded": self._model_ready.is_set(),
             "last_sync": _iso(s["last_sync"]), "sync_running": bool(watcher and watcher.coordinator.busy)
             or sync_running(str(s["index_path"])),
-            "dirty": s["dirty"], "watching": watcher is not None, "settings_hash": s["settings_hash"],
+            "dirty": s["dirty"], "changed_on_disk": s["changed_on_disk"], "watching": watcher is not None,
+            "settings_hash": s["settings_hash"],
             "ranking_hash": ranking_hash(self.settings.ranking), "query_log": str(self.log.path)
             if self.log.enabled else None, "settings_error": self.settings_error,
             "vectors": s.get("vectors"), **({"vectors_note": s["vectors_note"]} if s.get("vectors_note") else {}),

@@ -324,6 +324,26 @@ class Syncer:
             report.added += 1
         return loaded.document, row
 
+    def changed_on_disk(self) -> int:
+        """How many files the next sync would read or drop: new, changed (stamp, size or place, as the sync compares
+        them) or deleted since the index read them. Only a new file is read, to leave out what the sync would skip
+        too (a binary file named ``.md``); nothing is written. 0 for an index of documents without a workspace."""
+        if self.workspace is None:
+            return 0
+        known = self.store.files()
+        local = self.store.backend == "sqlite"
+        count = 0
+        for sf in src.discover(self.workspace, self.settings.sources):
+            old = known.pop(sf.path, None)
+            if old is None:
+                try:
+                    count += src.load(sf, self.settings.sources).document is not None
+                except OSError:
+                    count += 1
+            elif old["mtime"] != self._stamp(sf) or old["size"] != sf.size or (local and old["abspath"] != sf.abspath):
+                count += 1
+        return count + len(known)
+
     def _stamp(self, sf: src.SourceFile) -> float:
         """What the files table keeps to tell a file changed: a local index its change stamp (mtime or inode change
         time, the later: an edit whose mtime was put back), and compares its place too (a workspace moved). A
