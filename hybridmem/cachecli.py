@@ -24,7 +24,8 @@ from hybridmem.store.shared_cache import SharedCache, default_path
 def add_parsers(sub: Any) -> None:
     sp = sub.add_parser("cache", help="the shared embedding cache (stats, prune)")
     sp.add_argument("action", choices=("stats", "prune"))
-    sp.add_argument("--config", default=None, help="settings TOML (embedding.shared_cache_dir, _max_mb)")
+    sp.add_argument("--config", default=None,
+                    help="settings TOML (embedding.shared_cache_dir, embedding.shared_cache_max_mb)")
     sp.add_argument("--workspace", default=None, help=argparse.SUPPRESS)
     sp.add_argument("--max-mb", dest="max_mb", type=float, default=None,
                     help="prune: keep at most this many megabytes (default: embedding.shared_cache_max_mb)")

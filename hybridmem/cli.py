@@ -17,8 +17,8 @@ from hybridmem.commands import (
     COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
 )
 from hybridmem.config import PRESETS, RankConfig
-from hybridmem.config.calibration import NEAREST_ACROSS_THRESHOLD, joint_model
-from hybridmem.errors import HybridMemError
+from hybridmem.errors import ConfigError, HybridMemError
+from hybridmem.explain import fmt, print_explain
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybridmem.index import MemoryIndex
@@ -83,7 +83,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"indexed {out['files']} files, {out['chunks']} chunks in {report.seconds:.2f}s "
+        print(f"indexed {counted(out['files'], 'file')}, {counted(out['chunks'], 'chunk')} in {report.seconds:.2f}s "
               f"(added {report.added}, changed {report.changed}, deleted {report.deleted}, unchanged {report.unchanged}; "
               f"embedded {report.embedded}, cache hits {report.cache_hits}"
               + (f"; deferred {report.deferred} growing transcript(s)" if report.deferred else "") + ")")
@@ -108,7 +108,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with open_index(args) as idx:
         problems = idx.check()
         try:
-            status = idx.status()
+            status = idx.status(disk=True)
         except Exception as exc:  # noqa: BLE001 - a page too broken to count: report the check, not a traceback
             if not problems:
                 raise
@@ -121,7 +121,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         for k, v in status.items():
             if k == "last_sync" and v:
                 v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
-            print(f"{k:>16}: {v}")
+            print(f"{k:>16}: {'-' if v is None else v}")
+    if status.get("changed_on_disk"):
+        print(f"note: {counted(status['changed_on_disk'], 'file')} changed on disk since the last sync; "
+              "`hybridmem index` (or a search, which syncs first) picks them up", file=sys.stderr)
     if status.get("sync_interrupted"):
         print("note: the last sync stopped before it finished (killed or failed): some files may be missing or out "
               "of date; `hybridmem index` finishes it", file=sys.stderr)
@@ -132,14 +135,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+# The ranking settings search's options set, and each option's name (an invalid value names both).
+_RANK_FLAGS = {"max_results": "--max-results", "min_score": "--min-score", "answer_threshold": "--answer-threshold",
+               "half_life_days": "--half-life", "vector_weight": "--vector-weight", "text_weight": "--text-weight",
+               "rrf_k": "--rrf-k", "candidate_multiplier": "--candidate-multiplier", "mmr_lambda": "--mmr"}
+
+
 def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
     changes: dict[str, Any] = {}
     if args.preset:
         base = PRESETS[args.preset]
     if args.fusion:
         base = base.with_fusion(args.fusion)  # and that preset's min score (--min-score below still wins)
-    for name in ("max_results", "min_score", "answer_threshold", "half_life_days", "vector_weight", "text_weight",
-                 "rrf_k", "candidate_multiplier"):
+    for name in _RANK_FLAGS:
         value = getattr(args, name, None)
         if value is not None:
             changes[name] = value
@@ -147,30 +155,23 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
         changes["decay"] = True
     if args.mmr is not None:
         changes["mmr"], changes["mmr_lambda"] = True, args.mmr
-    return base.replace(**changes) if changes else base
+    try:
+        return base.replace(**changes) if changes else base
+    except ConfigError as exc:  # the message names the setting: name the option that set it too
+        flag = next((f for n, f in _RANK_FLAGS.items() if n in changes and f"ranking.{n}=" in str(exc)), None)
+        if flag is None:
+            raise
+        raise ConfigError(f"argument {flag}: {exc}") from None
 
 
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1.
 
-
-def explain_table(hits: Sequence[Any]) -> str:
-    """A text table of every candidate with every stage's score, and why it was kept or cut."""
-    head = ["pos", "citation", "vraw", "vec", "vrank", "traw", "text", "trank", "fused", "decay", "decayed", "mmr",
-            "final", "status"]
-    rows = []
-    for h in hits:
-        status = ("kept" + (" (rescued)" if h.rescued else "")) if h.kept else f"cut: {h.cut_reason}"
-        rows.append([
-            str(h.position or "-"), h.citation[:48], _fmt(h.vector_raw), _fmt(h.vector_score), str(h.vector_rank or "-"),
-            _fmt(h.text_raw, 2), _fmt(h.text_score), str(h.text_rank or "-"), _fmt(h.fused_score, 4), _fmt(h.decay_factor), _fmt(h.decayed_score, 4),
-            _fmt(h.mmr_score), _fmt(h.final_score, 4), status,
-        ])
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
+    Example:
+        >>> counted(1, "file"), counted(0, "chunk")
+        ('1 file', '0 chunks')
+    """
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @command("search")
@@ -204,8 +205,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not resp.results:
         print(nothing_found(resp))
     for h in resp.results:
-        print(f"{h.position}. {h.citation}  score {h.final_score:.3f}  (vector {_fmt(h.vector_score)}, "
-              f"text {_fmt(h.text_score)})")
+        print(f"{h.position}. {h.citation}  score {h.final_score:.3f}  (vector {fmt(h.vector_score)}, "
+              f"text {fmt(h.text_score)})")
         for line in h.snippet.splitlines()[:8]:
             print(f"     {line}")
     if resp.fallback and resp.fallback_reason:  # a keyword-only index has no reason to give
@@ -215,41 +216,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if resp.vectors_note:
         print(f"note: {resp.vectors_note}", file=sys.stderr)
     if args.explain:
-        print()
-        print(f"config: fusion={resp.config.fusion} weights={resp.config.vector_weight}/{resp.config.text_weight} "
-              f"pool={resp.config.pool} min_score={resp.config.min_score} mmr={resp.config.mmr} "
-              f"decay={resp.config.decay}; provider {resp.provider} {resp.model}")
-        r = resp.ranking
-        if r.answer_probability is not None:  # the second decision: answer or not
-            verdict = "nothing returned" if r.abstained else "answer"
-            print(f"answer gate: P(memory holds an answer) = {r.answer_probability:.3f}, threshold "
-                  f"{resp.config.answer_threshold:g}: {verdict}; final = fused x that probability")
-            a = resp.candidates.alignment
-            print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
-                  f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
-                  f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
-        if r.routed_across:
-            print("asked across languages (another script or language than "
-                  + ("its top passages" if r.routed_across == "top" else
-                     f"its nearest passage; the cross-lingual gate's bar {NEAREST_ACROSS_THRESHOLD:g}")
-                  + "): the cross-lingual gate may answer too, and the hits take the cross-lingual fit's probabilities")
-        read = resp.candidates.passage_alignment
-        model = resp.candidates.vector_model or ""
-        lifts = resp.config.fusion == "joint" and resp.config.vector_weight > 0  # the lift is the vector leg's
-        if read and lifts and joint_model(model, aligned=True) is not joint_model(model):
-            cite = {h.chunk_id: h.citation for h in r.candidates}  # the first decision reads it too
-            print("alignment of each passage read (the order lifts each above the least aligned; fused: the "
-                  "probabilities of the fit the hits take, without the lift, highest first down this order): "
-                  + ", ".join(
-                f"{cite.get(cid, cid)} {m:.3f}" for cid, m in sorted(read.items(), key=lambda x: -x[1])))
-        print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
-              f"{resp.config.bm25_norm}; calibrated = estimated probability of relevance)")
-        for leg, searched, found in (("vector", resp.candidates.vector_searched, resp.candidates.vector),
-                                     ("keyword", resp.candidates.keyword_searched, resp.candidates.keyword)):
-            if searched and not found:
-                print(f"{leg} leg: searched, found nothing (p = 0 for every candidate)")
-        print(explain_table(resp.ranking.candidates))
-        print("timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in resp.timings.items()))
+        print_explain(resp)
     return 0
 
 
@@ -299,8 +266,21 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed distribution's version (the package's own in a source tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hybridmem")
+    except PackageNotFoundError:
+        from hybridmem import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="hybridmem", description="Hybrid memory search for AI agents.")
+    p.add_argument("--version", action="version", version=f"hybridmem {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, workspace: bool = True) -> None:
@@ -321,19 +301,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("search", help="hybrid search")
     sp.add_argument("query")
     common(sp)
-    sp.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    sp.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                    help="a named ranking configuration instead of the workspace's (the options below override it)")
     sp.add_argument("--fusion", default=None, help="joint (the default's order), weighted, rrf, or a ranx fusion method")
     sp.add_argument("--answer-threshold", dest="answer_threshold", type=float, default=None,
                     help="the answer gate: return nothing below this probability that memory holds an answer (0: off)")
-    sp.add_argument("--max-results", dest="max_results", type=int, default=None)
-    sp.add_argument("--min-score", dest="min_score", type=float, default=None)
+    sp.add_argument("--max-results", dest="max_results", type=int, default=None, metavar="N",
+                    help="return at most N hits (default: ranking.max_results)")
+    sp.add_argument("--min-score", dest="min_score", type=float, default=None, metavar="X",
+                    help="drop hits scoring below X (default: ranking.min_score, or the --fusion's own)")
     sp.add_argument("--mmr", type=float, default=None, metavar="LAMBDA", help="enable MMR with this lambda")
     sp.add_argument("--half-life", dest="half_life_days", type=float, default=None, metavar="DAYS",
                     help="enable temporal decay with this half-life")
-    sp.add_argument("--vector-weight", dest="vector_weight", type=float, default=None)
-    sp.add_argument("--text-weight", dest="text_weight", type=float, default=None)
-    sp.add_argument("--rrf-k", dest="rrf_k", type=int, default=None)
-    sp.add_argument("--candidate-multiplier", dest="candidate_multiplier", type=int, default=None)
+    sp.add_argument("--vector-weight", dest="vector_weight", type=float, default=None,
+                    help="the vector leg's weight (0 leaves the leg out; joint reads only its ratio to --text-weight)")
+    sp.add_argument("--text-weight", dest="text_weight", type=float, default=None,
+                    help="the keyword leg's weight (0 leaves the leg out; joint reads only its ratio to "
+                         "--vector-weight)")
+    sp.add_argument("--rrf-k", dest="rrf_k", type=int, default=None,
+                    help="RRF's rank constant k (read by --fusion rrf only; ignored under joint, the default)")
+    sp.add_argument("--candidate-multiplier", dest="candidate_multiplier", type=int, default=None, metavar="N",
+                    help="fetch N x --max-results candidates per leg (default: ranking.candidate_multiplier)")
     sp.add_argument("--source", default=None, help="memory or sessions")
     sp.add_argument("--path-prefix", dest="path_prefix", default=None,
                     help="only files whose path starts with this (a folder: end it with /, as memory/projects/)")
@@ -349,8 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("get", help="read lines of a memory file")
     sp.add_argument("path")
     common(sp)
-    sp.add_argument("--from", dest="from_line", type=int, default=None)
-    sp.add_argument("--lines", type=int, default=None)
+    sp.add_argument("--from", dest="from_line", type=int, default=None, metavar="LINE",
+                    help="first line to read, from 1 (default: 1, or the citation's first line)")
+    sp.add_argument("--lines", type=int, default=None, metavar="N",
+                    help="number of lines to read (default: to the end, or the citation's lines)")
 
     _add_watch_parser(sub)
     # Modules with subcommands of their own: each has ``add_parsers(sub)`` and registers its ``@command`` functions
@@ -383,8 +373,8 @@ def _add_watch_parser(sub: Any) -> None:
 def _sync_line(report: SyncReport, as_json: bool) -> str:
     if as_json:
         return json.dumps(report.to_dict(), default=str)
-    return (f"synced {report.files} files, {report.chunks} chunks in {report.seconds:.2f}s (added {report.added}, "
-            f"changed {report.changed}, deleted {report.deleted}"
+    return (f"synced {counted(report.files, 'file')}, {counted(report.chunks, 'chunk')} in {report.seconds:.2f}s "
+            f"(added {report.added}, changed {report.changed}, deleted {report.deleted}"
             + (", full reindex" if report.full_reindex else "") + ")"
             + "".join(f"\nwarning: {w}" for w in report.warnings))
 

@@ -1,14 +1,16 @@
 """Reading lines of an indexed memory file for ``memory_get``, and the path checks that keep it inside the workspace.
 
-Refused: absolute paths, ``..``, ``~``, drive letters, NUL bytes, a path that resolves outside the configured memory
-places (a symlink leading elsewhere; the indexer's own rule, :func:`hybridmem.sources.within`), and any path that is
-not an indexed (or indexable) memory file. Transcripts are read as their redacted ``User:`` /
-``Assistant:`` lines, numbered by the line of the ``.jsonl`` each came from.
+Refused: absolute paths, a ``..`` leading above the workspace (``memory/../MEMORY.md`` is ``MEMORY.md``), ``~``,
+drive letters, NUL bytes, a path that resolves outside the configured memory places (a symlink leading elsewhere;
+the indexer's own rule, :func:`hybridmem.sources.within`), and any path that is not an indexed (or indexable) memory
+file. Transcripts are read as their redacted ``User:`` / ``Assistant:`` lines, numbered by the line of the ``.jsonl``
+each came from.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import unicodedata
 from pathlib import Path, PurePosixPath
@@ -118,7 +120,14 @@ def read_lines(
 
 
 def validate_relative(path: str) -> str:
-    """A clean workspace-relative POSIX path, or PathError for absolute paths, ``..`` and odd input."""
+    """A clean workspace-relative POSIX path (``..`` folded lexically: ``memory/../MEMORY.md`` is ``MEMORY.md``), or
+    PathError for absolute paths, a ``..`` leading above the workspace and odd input. Links are not followed here:
+    what the folded path names is checked by :func:`refuse_escapes`.
+
+    Example:
+        >>> validate_relative("memory/../MEMORY.md"), validate_relative("./memory//x.md")
+        ('MEMORY.md', 'memory/x.md')
+    """
     if not isinstance(path, str) or not path.strip():
         raise PathError("path is empty")
     if "\x00" in path:
@@ -126,8 +135,8 @@ def validate_relative(path: str) -> str:
     p = path.strip().replace("\\", "/")
     if p.startswith("/") or PurePosixPath(p).is_absolute() or (len(p) > 1 and p[1] == ":") or p.startswith("~"):
         raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
-    parts = [x for x in p.split("/") if x not in ("", ".")]
-    if any(x == ".." for x in parts):
+    parts = [x for x in posixpath.normpath(p).split("/") if x not in ("", ".")]  # memory/../MEMORY.md is MEMORY.md
+    if any(x == ".." for x in parts):  # only a ".." that leads above the workspace is left
         raise PathError(f"path escapes the memory root: {path!r}")
     clean = "/".join(parts)
     if clean.startswith("~") or (len(clean) > 1 and clean[1] == ":"):  # "./C:/x", "./~/x"

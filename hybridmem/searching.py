@@ -76,6 +76,19 @@ KEYWORD_INDEX = "the index was built keyword-only (it holds no vectors; `hybridm
 NO_VECTORS_YET = "no chunk has its vector yet (`hybridmem index` embeds them): keyword-only"
 NO_VECTOR_FOUND = ("the vector leg found no vector to search in scope (another process may still be embedding the notes):"
                    " keyword-only")
+NO_FILES = "the index holds no memory files (add notes, then run `hybridmem index`), so nothing was searched"
+NO_FILE_IN_SCOPE = ("no indexed file matches the search's scope (source, path prefix or session), so nothing was"
+                    " searched")
+
+
+def keyword_only_note(vectors: dict[str, int] | None, retriever: Retriever, scope: Scope) -> str:
+    """Why the vector leg had no vector to search (see :func:`run_search`): an empty index, a scope no indexed file
+    matches, an index built keyword-only, or chunks in scope still waiting for their vector."""
+    if vectors is not None and vectors["total"] == 0:
+        return NO_FILES
+    if (scope.source or scope.path_prefix) and not retriever.files_in_scope(scope):
+        return NO_FILE_IN_SCOPE
+    return KEYWORD_INDEX if vectors is None else NO_VECTORS_YET if vectors["embedded"] == 0 else NO_VECTOR_FOUND
 
 
 def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
@@ -120,8 +133,8 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     fallback = (cfg.vector_weight > 0 and not cands.vector_searched) or bool(embedder.skipped)
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
-        fallback_reason=((KEYWORD_INDEX if vectors is None else NO_VECTORS_YET if vectors["embedded"] == 0
-                          else NO_VECTOR_FOUND) if keyword_index else fallback_reason(embedder, retriever, provider))
+        fallback_reason=(keyword_only_note(vectors, retriever, scope) if keyword_index
+                         else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
 

@@ -155,7 +155,7 @@ def _longer_key(p: Path, root: Path | None, taken: Mapping[str, object]) -> str:
 def discover(workspace: str | Path, config: SourcesConfig | None = None,
              warnings: list[str] | None = None) -> list[SourceFile]:
     """Every file to index, sorted by path, deduplicated by realpath; links that lead outside the configured places
-    are skipped, each with a line added to ``warnings``."""
+    are skipped, each with a line added to ``warnings``, as is each extra path that does not exist."""
     cfg = config or SourcesConfig()
     ws = Path(workspace).absolute()
     ignore = set(cfg.ignore_dirs)
@@ -171,6 +171,8 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
         ep = _configured(ws, extra)
         if ep.is_dir():
             found += [(p, "memory", ep) for p in _walk(ws, ep, ".md", ignore, roots, notes, seen_dirs)]
+        elif not ep.exists():  # a typo in the settings must not read as "nothing relevant"
+            notes.append(f"sources.extra_paths: {extra} does not exist ({ep}), so nothing is indexed from it")
         elif ep.suffix.lower() == ".md":
             found.append((ep, "memory", None))
     seen_sessions: set[str] = set()
@@ -280,6 +282,7 @@ BINARY = "binary file skipped"
 # the whole file).
 BINARY_SHARE = 0.10
 BINARY_MIN_BYTES = 16
+BINARY_HEAD = 8192  # how many of a file's first bytes decide
 
 
 def is_binary(head: bytes) -> bool:
@@ -292,6 +295,12 @@ def is_binary(head: bytes) -> bool:
     invalid = head.decode("utf-8", errors="replace").count("\ufffd") - head.count(b"\xef\xbf\xbd")
     bad = head.count(0) + invalid
     return bad > BINARY_MIN_BYTES and bad > BINARY_SHARE * len(head)
+
+
+def skipped_as_binary(data: bytes) -> bool:
+    """Whether :func:`read_text` skips a file whose bytes start with ``data`` as binary: no UTF-16 or UTF-32 byte
+    order mark, and :func:`is_binary` over its first 8 KB (what ``memory_get`` and ``memory_write`` refuse alike)."""
+    return _bom_encoding(data) is None and is_binary(data[:BINARY_HEAD])
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # as chunking.split_lines counts lines
@@ -352,10 +361,10 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     memory stays bounded whatever the file's size (indexing holds about 4.5x the text at its peak).
     """
     with open(path, "rb") as fh:
-        head = fh.read(8192)
-        wide = _bom_encoding(head)
-        if wide is None and is_binary(head):
+        head = fh.read(BINARY_HEAD)
+        if skipped_as_binary(head):
             return "", BINARY
+        wide = _bom_encoding(head)
         data = head + fh.read(max(0, max_bytes + 1 - len(head)))
     warnings = []
     if len(data) > max_bytes:

@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"fallback", "tools", "watch"},
     {"eval", "serve"},
     {"commands"},
-    {"eval.cli", "serve.cli", "cachecli", "bench", "workbench"},
+    {"eval.cli", "serve.cli", "cachecli", "bench", "workbench", "explain"},
     {"cli"},
 ]
 LAYER = {c: i for i, layer in enumerate(LAYERS) for c in layer}

@@ -51,6 +51,22 @@ def test_index_status_search_get_json(kw_workspace: Path, capsys):
     assert stop.value.code == 2 and "unrecognized arguments: " + str(kw_workspace) in capsys.readouterr().err
 
 
+def test_status_says_how_many_files_changed_on_disk_since_the_last_sync(kw_workspace: Path, capsys):
+    """``dirty`` was a flag of the process's own watcher, so a one-shot ``status`` read False after an edit."""
+    run(capsys, "index", str(kw_workspace))
+    code, out, err = run(capsys, "status", str(kw_workspace))
+    assert code == 0 and re.search(r"dirty: False\n changed_on_disk: 0\n", out) and "changed on disk" not in err
+    assert "vec_error: -" in out or "vec_error" not in out  # no Python None in the plain output
+    p = kw_workspace / "memory/topics/cars.md"
+    p.write_text(p.read_text() + "\nAlso replaced the brake pads.\n")
+    code, out, err = run(capsys, "status", str(kw_workspace))
+    assert code == 0 and re.search(r"dirty: True\n changed_on_disk: 1\n", out)
+    assert "note: 1 file changed on disk since the last sync" in err
+    assert json.loads(run(capsys, "status", str(kw_workspace), "--json")[1])["changed_on_disk"] == 1
+    run(capsys, "index", str(kw_workspace))
+    assert json.loads(run(capsys, "status", str(kw_workspace), "--json")[1])["changed_on_disk"] == 0
+
+
 def test_search_explain_lists_every_candidate(kw_workspace: Path, capsys):
     code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--explain", "--fusion", "rrf")
     assert code == 0 and "citation" in out and "status" in out and "fusion=rrf" in out
@@ -61,6 +77,7 @@ def test_search_explain_lists_every_candidate(kw_workspace: Path, capsys):
     "argv,message",
     [
         (["get", "../etc/passwd"], "escapes the memory root"),
+        (["get", "memory/../../etc/passwd"], "escapes the memory root"),
         (["get", "/etc/passwd"], "absolute paths are refused"),
         (["search", "x", "/definitely/not/here"], "workspace not found"),
         (["search", "x", "--fusion", "bogus"], "bogus"),
@@ -71,6 +88,45 @@ def test_user_errors_are_one_line_and_exit_2(kw_workspace: Path, capsys, argv, m
         argv = argv[:2] + [str(kw_workspace)] + argv[2:]
     code, out, err = run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"hybridmem {version('hybridmem')}\n"
+
+
+def test_one_file_is_counted_in_the_singular(tmp_path: Path, capsys):
+    write(tmp_path, "hybridmem.toml", '[embedding]\nprovider = "none"\n')
+    write(tmp_path, "MEMORY.md", "# Memory\nOne note.\n")
+    code, out, _ = run(capsys, "index", str(tmp_path))
+    assert code == 0 and out.startswith("indexed 1 file, 1 chunk in ")
+
+
+def test_every_search_and_get_option_has_help():
+    import argparse
+
+    from hybridmem.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name in ("search", "get"):
+        bare = [a.option_strings for a in sub.choices[name]._actions if a.option_strings and not a.help]
+        assert bare == [], name
+    rrf_k = next(a for a in sub.choices["search"]._actions if "--rrf-k" in a.option_strings)
+    assert "ignored under joint" in rrf_k.help
+
+
+def test_an_invalid_option_value_names_the_option_and_the_setting(kw_workspace: Path, capsys):
+    code, _, err = run(capsys, "search", "timing belt", str(kw_workspace), "--mmr", "1.5")
+    assert code == 2 and err == ("hybridmem: error: argument --mmr: invalid setting ranking.mmr_lambda=1.5: expected "
+                                 "a number from 0 to 1\n")
+
+
+def test_get_folds_a_dotdot_that_stays_inside_the_workspace(kw_workspace: Path, capsys):
+    code, out, err = run(capsys, "get", "memory/topics/../../MEMORY.md", str(kw_workspace), "--lines", "1")
+    assert code == 0 and out.strip() == "# Memory" and err == ""
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -167,8 +223,17 @@ def test_index_of_an_empty_folder_says_where_it_looked(tmp_path: Path, capsys):
     write(tmp_path, "hybridmem.toml", '[embedding]\nprovider = "none"\n[sources]\nextra_paths = ["docs"]\n')
     code, out, err = run(capsys, "index", str(tmp_path))
     assert code == 0 and out.startswith("indexed 0 files, 0 chunks")
-    assert err == (f"note: no memory files found in {tmp_path}: looked for MEMORY.md, memory.md, memory/**/*.md, "
-                   "docs (extra path) and sessions/**/*.jsonl\n")
+    assert err == (f"warning: sources.extra_paths: docs does not exist ({tmp_path / 'docs'}), so nothing is indexed "
+                   f"from it\nnote: no memory files found in {tmp_path}: looked for MEMORY.md, memory.md, "
+                   "memory/**/*.md, docs (extra path) and sessions/**/*.jsonl\n")
+
+
+def test_an_extra_path_that_does_not_exist_is_named_and_the_rest_is_indexed(kw_workspace: Path, capsys):
+    write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[sources]\nextra_paths = ["docs/decisons"]\n')
+    code, out, err = run(capsys, "index", str(kw_workspace))
+    assert code == 0 and out.startswith("indexed 4 files")
+    assert err == (f"warning: sources.extra_paths: docs/decisons does not exist ({kw_workspace / 'docs/decisons'}), "
+                   "so nothing is indexed from it\n")
 
 
 def test_a_query_past_max_query_chars_is_cut_and_the_cli_says_so(kw_workspace: Path, capsys):

@@ -277,6 +277,31 @@ def test_an_index_built_keyword_only_answers_a_search_that_has_a_model(tmp_path:
         assert idx.store.pending_count() == 0 and emb.embedded >= chunks
 
 
+def test_the_keyword_only_note_tells_an_empty_index_and_an_empty_scope_from_missing_vectors(tmp_path: Path) -> None:
+    """A scope no indexed file matches, or an index with no files, is not "another process may still be embedding"."""
+    from hybridmem.retrieve import Scope
+    from hybridmem.searching import NO_FILE_IN_SCOPE, NO_FILES, NO_VECTOR_FOUND, NO_VECTORS_YET, keyword_only_note
+
+    ws = make_ws(tmp_path / "ws", files=2)
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
+        idx.sync()
+        assert idx.search("walrus1 ledger", path_prefix="nosuch/").fallback_reason == NO_FILE_IN_SCOPE
+        assert idx.search("walrus1 ledger", session="nosuch").fallback_reason == NO_FILE_IN_SCOPE
+    (tmp_path / "empty").mkdir()
+    with MemoryIndex(tmp_path / "empty", embedder=HashEmbedder(dims=16)) as idx:
+        idx.sync()
+        assert idx.search("hello world").fallback_reason == NO_FILES
+
+    class Files:  # files in scope whose chunks lack their vector: only then may another process still be embedding
+        def files_in_scope(self, scope: Scope) -> bool:
+            return scope.source in (None, "memory") and "memory/a.md".startswith(scope.path_prefix or "")
+
+    scope = Scope(path_prefix="memory/")
+    assert keyword_only_note({"embedded": 3, "total": 9}, Files(), scope) == NO_VECTOR_FOUND
+    assert keyword_only_note({"embedded": 0, "total": 9}, Files(), scope) == NO_VECTORS_YET
+    assert keyword_only_note({"embedded": 3, "total": 9}, Files(), Scope(source="sessions")) == NO_FILE_IN_SCOPE
+
+
 def test_index_waits_for_the_lock_a_search_sync_holds(tmp_path: Path) -> None:
     import threading
 

@@ -133,6 +133,8 @@ def test_import_qmd_beir_and_demo_formats(ws, tmp_path_factory):
     assert ds.evidence["memory/ops.md#L1-L3"].whole and len(ds.queries) == 3
     with pytest.raises(DatasetError, match="cannot import"):
         import_labels(src, ws)
+    with pytest.raises(DatasetError, match="^cannot import .*nosuch.json: it does not exist$"):
+        import_labels(src / "nosuch.json", ws)
 
 
 def test_whole_file_units_match_any_chunk_of_the_file():
@@ -202,3 +204,6 @@ def test_labels_cli_import_and_list(ws, tmp_path_factory, capsys):
     assert main(["labels", "list", str(ws)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "1 rel / 0 not  [test]  tls" in lines[1] and "1 rel / 0 not  [train] [ops]  cert renewal" in lines[3]
+    with pytest.raises(SystemExit):  # only the action is required: `labels list` takes no path
+        main(["labels"])
+    assert "required: action (see" in capsys.readouterr().err

@@ -358,8 +358,13 @@ def test_the_note_check_reads_whole_lines_and_never_writes_twice(ws: Path) -> No
 
 
 def test_a_note_is_not_appended_to_a_file_in_another_encoding(ws: Path) -> None:
-    """UTF-8 bytes appended to a UTF-16 or Windows-1252 note garbled it for every reader (the index now reads both)."""
+    """UTF-8 bytes appended to a UTF-16 or Windows-1252 note garbled it for every reader (the index now reads both);
+    a binary file is refused as binary, in memory_get's words."""
+    import random
+
+    from hybridmem.config import SourcesConfig
     from hybridmem.errors import PathError
+    from hybridmem.reader import read_memory
     from hybridmem.serve.write import append_note
 
     (ws / "memory" / "win16.md").write_bytes("# Notizen\r\nDer Zähler\r\n".encode("utf-16"))
@@ -369,6 +374,13 @@ def test_a_note_is_not_appended_to_a_file_in_another_encoding(ws: Path) -> None:
         with pytest.raises(PathError, match=f"memory/{name} is not UTF-8 \\({enc}\\)"):
             append_note(ws, "Réunion déplacée", f"memory/{name}")
         assert (ws / "memory" / name).read_bytes() == before
+    noise = bytes(random.Random(7).randrange(256) for _ in range(4096))  # what memory_get calls binary, so do we
+    (ws / "memory" / "noise.md").write_bytes(noise)
+    with pytest.raises(PathError, match="^memory/noise.md is a binary file, so it is not indexed"):
+        append_note(ws, "Réunion déplacée", "memory/noise.md")
+    with pytest.raises(PathError, match="^memory/noise.md is a binary file, so it is not indexed"):
+        read_memory("memory/noise.md", lambda key: None, ws, SourcesConfig())
+    assert (ws / "memory" / "noise.md").read_bytes() == noise
 
 
 def test_a_new_note_goes_into_the_folder_that_exists_in_the_other_unicode_form(ws: Path) -> None:

@@ -97,9 +97,8 @@ def _build(cls: type, values: dict[str, Any], base: Any = None, section: str = "
         elif default is not None and (not isinstance(value, type(default)) or (
             isinstance(value, bool) and not isinstance(default, bool)  # rrf_k = true is not an integer
         )):
-            raise ConfigError(
-                f"invalid setting {section}.{key}={value!r}: expected {type(default).__name__}"
-            )
+            expected = "a list" if isinstance(default, tuple) else type(default).__name__  # TOML has no tuples
+            raise ConfigError(f"invalid setting {section}.{key}={value!r}: expected {expected}")
         coerced[key] = value
     return replace(base, **coerced) if base is not None else cls(**coerced)
 

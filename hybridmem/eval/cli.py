@@ -317,6 +317,6 @@ def add_parsers(sub: Any) -> None:
 
     sp = sub.add_parser("labels", help="a workspace's own labels: import FILE [WORKSPACE], list [WORKSPACE]")
     sp.add_argument("action", choices=["import", "list"])
-    sp.add_argument("paths", nargs="*", metavar="FILE|WORKSPACE",
+    sp.add_argument("paths", nargs="*", default=[], metavar="FILE|WORKSPACE",  # a default: optional in the usage
                     help="import: FILE [WORKSPACE]; list: [WORKSPACE] (default workspace: .)")
     sp.add_argument("--json", action="store_true", help="machine-readable output")

@@ -276,10 +276,12 @@ def import_labels(source: str | Path, workspace: str | Path) -> ImportReport:
     """Add the labels of ``source`` (format detected, see the module doc) to ``workspace``'s labels, all or nothing.
 
     Raises:
-        DatasetError: the format is not recognised, or a row is malformed (one line naming the file and the line;
-            nothing is written).
+        DatasetError: ``source`` does not exist, its format is not recognised, or a row is malformed (one line
+            naming the file and the line; nothing is written).
     """
     src = Path(source).expanduser()
+    if not src.exists():
+        raise DatasetError(f"cannot import {src}: it does not exist")
     store = LabelStore(workspace)
     check = _Check(store.workspace)
     folder = src if src.is_dir() else src.parent

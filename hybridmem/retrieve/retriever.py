@@ -196,6 +196,11 @@ class Retriever:
         memory, tok = (self.keyword_memory() if in_memory else None), self.settings.tokenizer
         return lambda query, pool, scope=None: keyword_leg(self.store, query, pool, tok, scope or Scope(), memory)
 
+    def files_in_scope(self, scope: Scope) -> bool:
+        """Whether the index holds a file that ``scope`` (a source and/or a path prefix) takes in."""
+        return any((not scope.source or f["source"] == scope.source) and path.startswith(scope.path_prefix or "")
+                   for path, f in self.store.files().items())
+
     def vectors(self) -> tuple:
         """``(ids, matrix, sources, paths)``: every chunk vector the index holds for its embedding identity."""
         name, model, key, _ = self._identity()

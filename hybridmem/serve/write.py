@@ -43,7 +43,7 @@ from hybridmem.errors import ArgumentError, HybridMemError, PathError
 from hybridmem.reader import refuse_escapes, validate_relative
 from hybridmem.serve import notefile
 from hybridmem.sessions import compile_redactions, replace_surrogates
-from hybridmem.sources import text_encoding, unindexed_reason, within
+from hybridmem.sources import skipped_as_binary, text_encoding, unindexed_reason, within
 from hybridmem.tools import Arg
 
 MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"
@@ -191,11 +191,16 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
     limit = settings.sources.max_file_bytes
     try:
         with open(path, "rb") as fh:
-            encoding = text_encoding(fh.read(limit))
+            held = fh.read(limit)
     except FileNotFoundError:
-        encoding = "utf-8"
+        held = b""
     except OSError as exc:
         raise PathError(f"cannot read {rel}: {exc.strerror}") from None
+    if skipped_as_binary(held):  # as memory_get calls it
+        raise PathError(f"{rel} is a binary file, so it is not indexed and a note appended to it would never be "
+                        "found: write it to another file (the file argument)")
+    encoding = text_encoding(held)
+    del held
     if encoding != "utf-8":  # appending UTF-8 would garble the file for every reader
         raise PathError(f"{rel} is not UTF-8 ({'Windows-1252' if encoding == 'cp1252' else encoding.upper()}); a note "
                         "appended in UTF-8 would garble it: write it to another file (the file argument)")
