@@ -66,8 +66,9 @@ RECALL_HEADER = "Possibly relevant memories (cite as path#lines):"
 
 def recall(index: Any, message: str, config: Any = None, **scope: Any) -> str:
     """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
-    (the reference's ``prependContext``): the passing hits of ``index.search`` with their citations, clamped to
-    ``max_injected_chars`` (0: no cap), or ``""`` when nothing passes ``min_score``. ``scope``: as ``search``. The
+    (the reference's ``prependContext``): the passing hits of ``index.search`` with their citations, less those under
+    ``recall_floor`` x the first hit's score, clamped to ``max_injected_chars`` (0: no cap), or ``""`` when nothing
+    passes. ``scope``: as ``search``. The
     ``hybridmem recall`` command and the MCP ``recall`` prompt both give this.
 
     Example:
@@ -75,7 +76,9 @@ def recall(index: Any, message: str, config: Any = None, **scope: Any) -> str:
         ''
     """
     resp = index.search(message, config=config, **scope)
-    return recall_block([(h.citation, h.final_score, h.snippet) for h in resp.results], resp.config.max_injected_chars)
+    floor = resp.config.recall_floor * resp.results[0].final_score if resp.results else 0.0
+    return recall_block([(h.citation, h.final_score, h.snippet) for i, h in enumerate(resp.results)
+                         if i == 0 or h.final_score >= floor], resp.config.max_injected_chars)
 
 
 def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:

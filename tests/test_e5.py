@@ -272,12 +272,9 @@ def test_a_question_in_capitals_is_read_by_the_encoder_as_in_lower_case(tmp_path
         assert np.array_equal(vecs[shouted], vecs[calm]) and float(raw @ vecs[calm]) < 0.99
 
 
-def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Path) -> None:
-    """A user's memory with one note each in Thai, Arabic, Japanese, Vietnamese and German beside English ones. An
-    English question about none of them finds the Thai, Arabic and Japanese notes first; the cross-lingual gate, read
-    at the shipped threshold as for a memory in another language, answered it with the Thai note (P 0.951). Read
-    against the nearest route's bar it is refused, and a question about the Thai note is still answered with it."""
-    ws = tmp_path / "ws"
+def _languages_workspace(root: Path) -> Path:
+    """A user's memory with one note each in Thai, Arabic, Japanese, Vietnamese and German beside English ones."""
+    ws = root / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "MEMORY.md").write_text("# Memory\n\n- The user prefers dark mode in every editor.\n- Deploys happen on "
                                   "Thursdays after the standup.\n", encoding="utf-8")
@@ -292,7 +289,17 @@ def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Pa
     }
     for lang, text in notes.items():
         (ws / "memory" / f"{lang}.md").write_text(f"# 2026-03-0{len(lang)}\n\n{text}", encoding="utf-8")
-    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+    (ws / "memory" / "redis.md").write_text("# Staging\n\nThe staging Redis server listens on port 6380, not the "
+                                            "default 6379.\n", encoding="utf-8")
+    return ws
+
+
+def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Path) -> None:
+    """An English question about none of the notes finds the Thai, Arabic and Japanese notes first; the cross-lingual
+    gate, read at the shipped threshold as for a memory in another language, answered it with the Thai note (P
+    0.951). Read against the nearest route's bar it is refused, and a question about the Thai note is still answered
+    with it."""
+    with MemoryIndex(_languages_workspace(tmp_path), index_path=tmp_path / "i.sqlite", settings=Settings().override(
             embedding={"provider": "e5", "shared_cache": False})) as idx:
         idx.sync()
         for unrelated in ("When is my sister's birthday", "Wann hat meine Schwester Geburtstag"):
@@ -300,6 +307,24 @@ def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Pa
             assert got.ranking.abstained and not got.results, (unrelated, got.ranking.answer_probability)
         asked = idx.search("When is grandma's next blood pressure check?")
         assert not asked.ranking.abstained and asked.results[0].path == "memory/th.md"
+
+
+def test_the_recall_block_leaves_out_hits_far_below_the_first(tmp_path: Path) -> None:
+    """Search returns every hit the gate lets through (the right note at 0.8, the others at 0.00-0.01); the block an
+    agent gets before its prompt keeps only those within ``recall_floor`` of the first. A floor of 0 keeps them all."""
+    from hybridmem.tools import recall
+
+    with MemoryIndex(_languages_workspace(tmp_path), index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        message = "which port does the staging redis server use?"
+        hits = idx.search(message).results
+        assert hits[0].path == "memory/redis.md" and len(hits) > 2
+        assert all(h.final_score < idx.settings.ranking.recall_floor * hits[0].final_score for h in hits[1:])
+        block = recall(idx, message)
+        assert block.count("\n[") == 1 and "[memory/redis.md#L" in block and "6380" in block
+        every = recall(idx, message, config=idx.settings.ranking.replace(recall_floor=0.0))
+        assert every.count("\n[") == len(hits)
 
 
 def test_eval_limit_takes_the_first_questions_of_the_split(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ from hybridmem.errors import ConfigError
 DECISION_DEPTH = 40
 # The default min score on calibrated fused scores (see RankConfig.min_score).
 CALIBRATED_MIN_SCORE = 0.04
+# The recall block's floor under its first hit's score (see RankConfig.recall_floor).
+RECALL_FLOOR = 0.03
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class RankConfig:
     mmr_similarity: str = "jaccard"
     snippet_chars: int = 700
     max_injected_chars: int = 4000
+    # The recall block (``hybridmem recall``, the MCP ``recall`` prompt) leaves out a hit below this share of the first
+    # hit's score; the first is always kept (the gate answered). Search returns every hit. Chosen on train splits by
+    # the gate's rule, no set losing more than 2% of its relevant hits (eval/reports/recall_floor.py; docs/ranking.md,
+    # "The recall block's floor").
+    recall_floor: float = RECALL_FLOOR
 
     def __post_init__(self) -> None:
         _check(isinstance(self.fusion, str) and self.fusion != "", "ranking.fusion", self.fusion, "a fusion name")
@@ -91,6 +98,8 @@ class RankConfig:
         _check_choice("ranking.mmr_similarity", self.mmr_similarity, MMR_SIMILARITIES)
         _check(self.snippet_chars >= 16, "ranking.snippet_chars", self.snippet_chars, ">= 16")
         _check(self.max_injected_chars >= 0, "ranking.max_injected_chars", self.max_injected_chars, ">= 0")
+        _check(isinstance(self.recall_floor, (int, float)) and 0.0 <= self.recall_floor <= 1.0, "ranking.recall_floor",
+               self.recall_floor, "a number from 0 (every hit) to 1")
 
     @property
     def pool(self) -> int:
