@@ -205,6 +205,22 @@ def test_index_page_lists_every_indexed_file_and_syncs():
     assert any("unchanged" in c.value for c in at.caption)
 
 
+def test_index_page_says_when_files_changed_on_disk_since_the_last_sync(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Memory\n\nLinh prefers Gruvbox in her editor.\n", encoding="utf-8")
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    at.switch_page(PAGE["index_page"]).run()
+    assert not at.exception and not any("changed on disk" in i.value for i in at.info)
+    (ws / "memory" / "2026-01-02.md").write_text("Renewed the TLS certificate for api.example.com.\n")
+    at.run()
+    assert any(i.value.startswith("1 file(s) changed on disk since the last sync") for i in at.info)
+    at.button[0].click().run()
+    assert not at.exception and not any("changed on disk" in i.value for i in at.info)
+
+
 # -- fusion compare ---------------------------------------------------------------------------------------------
 def test_fusion_compare_scores_four_methods_and_reacts_to_k_and_rrf_k():
     at = page("fusion")

@@ -33,8 +33,11 @@ def render() -> None:
             views.sync(idx, "Syncing")
         except HybridMemError as exc:
             views.fail(state.error_text(exc))
-    status = idx.status()
+    status = idx.status(disk=not documents)
     st.caption(f"`{status['workspace'] or dataset.name}` → `{status['index_path']}`")
+    if status.get("changed_on_disk"):
+        st.info(f"{status['changed_on_disk']} file(s) changed on disk since the last sync: **Sync now** (or a search, "
+                "which syncs first) picks them up.", icon=":material/sync_problem:")
     cols = st.columns(4)
     cols[0].metric("Files", status["files"])
     cols[1].metric("Chunks", status["chunks"])
