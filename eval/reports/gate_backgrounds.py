@@ -31,6 +31,7 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -79,30 +80,24 @@ def fragment(text: str, rng: np.random.Generator) -> str:
     return " ".join(words[start:start + 9])
 
 
-def simulated_levels(settings: Settings) -> dict[str, list[float]]:
-    """Per decision dataset, the aligned gate's log-odds of :data:`FRAGMENTS` fragments of its passages asked of it
-    without their document."""
+def gate_levels(settings: Settings, probes: Callable[[Any, str], Iterator[tuple[str, frozenset[str] | None]]]
+           ) -> dict[str, list[float]]:
+    """Per decision dataset, the aligned gate's log-odds of each probe ``probes(index, name)`` yields: a question,
+    and the documents it is confined to (None: the whole memory)."""
     config = eval_config(DEFAULT_RANKING, DEPTH)
     gate = GATE_MODELS[f"{MODEL}|aligned"]
     out: dict[str, list[float]] = {}
     for name in DECISION_DATASETS:
         ev = Evaluator(load_dataset(name), settings, progress=False)
         idx = ev.index
-        ids, _, _, paths = idx.vectors()
-        group = {p: p for p in set(paths)}
-        if name.startswith("xquad-"):
-            docs = articles(name.split("-")[1])[0]
-            group = {p: docs[p.rsplit("/", 1)[-1].split(".")[0]] for p in set(paths)}
-        rng = np.random.default_rng(1)
-        pick = [int(ids[k]) for k in rng.choice(len(ids), size=min(FRAGMENTS, len(ids)), replace=False)]
-        rows = idx.store.chunk_rows(pick)
+        everything = max(config.pool, len(idx.vectors()[0]))
         z = []
-        for cid in pick:
-            path, text = rows[cid][0], rows[cid][4]
-            others = frozenset(p for p in group if group[p] != group[path])
-            c = idx.retrieve(fragment(text, rng), max(config.pool, len(ids)), align=False)
-            c = idx.align(confine(c, others, config.pool), always=True)
-            feats = dict(zip(GATE_FEATURES, _gate_features(c, config)["both"]))
+        for question, paths in probes(idx, name):
+            if paths is None:
+                c = idx.retrieve(question, config.pool, align=False)
+            else:
+                c = confine(idx.retrieve(question, everything, align=False), paths, config.pool)
+            feats = dict(zip(GATE_FEATURES, _gate_features(idx.align(c, always=True), config)["both"]))
             z.append(logit(answer_probability(feats, gate)))
         out[name] = z
         print(f"{name}: median {np.median(z):+.2f}", file=sys.stderr, flush=True)
@@ -110,33 +105,34 @@ def simulated_levels(settings: Settings) -> dict[str, list[float]]:
     return out
 
 
-def common_levels(settings: Settings) -> dict[str, list[float]]:
-    """Per decision dataset, the aligned gate's log-odds of :data:`COMMON_PROBES` probes of :data:`COMMON_WORDS` of its
-    :data:`COMMON` most widespread keyword tokens (a question in the memory's language about nothing)."""
-    config = eval_config(DEFAULT_RANKING, DEPTH)
-    gate = GATE_MODELS[f"{MODEL}|aligned"]
-    out: dict[str, list[float]] = {}
-    for name in DECISION_DATASETS:
-        ev = Evaluator(load_dataset(name), settings, progress=False)
-        idx = ev.index
-        ids = idx.vectors()[0]
-        rows = idx.store.chunk_rows([int(i) for i in ids])
-        spread = Counter()
-        for row in rows.values():
-            text = row[4]
-            spread.update({text[s:e] for _, s, e in token_spans(text)})
-        common = [w for w, _ in spread.most_common(COMMON)]
-        rng = np.random.default_rng(1)
-        z = []
-        for _ in range(COMMON_PROBES):
-            c = idx.align(idx.retrieve(" ".join(rng.choice(common, COMMON_WORDS, replace=False)), config.pool,
-                                       align=False), always=True)
-            feats = dict(zip(GATE_FEATURES, _gate_features(c, config)["both"]))
-            z.append(logit(answer_probability(feats, gate)))
-        out[name] = z
-        print(f"{name}: median {np.median(z):+.2f}", file=sys.stderr, flush=True)
-        ev.close()
-    return out
+def fragments(idx: Any, name: str) -> Iterator[tuple[str, frozenset[str]]]:
+    """:data:`FRAGMENTS` fragments of the memory's passages, each confined to the other documents (for XQuAD-R,
+    the other articles: its sentences are documents)."""
+    ids, _, _, paths = idx.vectors()
+    group = {p: p for p in set(paths)}
+    if name.startswith("xquad-"):
+        docs = articles(name.split("-")[1])[0]
+        group = {p: docs[p.rsplit("/", 1)[-1].split(".")[0]] for p in set(paths)}
+    rng = np.random.default_rng(1)
+    pick = [int(ids[k]) for k in rng.choice(len(ids), size=min(FRAGMENTS, len(ids)), replace=False)]
+    rows = idx.store.chunk_rows(pick)
+    for cid in pick:
+        path, text = rows[cid][0], rows[cid][4]
+        yield fragment(text, rng), frozenset(p for p in group if group[p] != group[path])
+
+
+def common_words(idx: Any, name: str) -> Iterator[tuple[str, None]]:
+    """:data:`COMMON_PROBES` probes of :data:`COMMON_WORDS` of the memory's :data:`COMMON` most widespread keyword
+    tokens (a question in the memory's language about nothing), asked of the whole memory."""
+    rows = idx.store.chunk_rows([int(i) for i in idx.vectors()[0]])
+    spread: Counter[str] = Counter()
+    for row in rows.values():
+        text = row[4]
+        spread.update({text[s:e] for _, s, e in token_spans(text)})
+    common = sorted(spread, key=lambda w: (-spread[w], w))[:COMMON]  # ties by the word: the same in every process
+    rng = np.random.default_rng(1)
+    for _ in range(COMMON_PROBES):
+        yield " ".join(rng.choice(common, COMMON_WORDS, replace=False)), None
 
 
 def deep_rows(settings: Settings) -> list[tuple]:
@@ -207,7 +203,7 @@ def memory_round(rows_path: Path, levels_path: Path, settings: Settings, probes:
     if levels_path.exists():
         levels = json.loads(levels_path.read_text())
     else:
-        levels = simulated_levels(settings) if probes == "fragments" else common_levels(settings)
+        levels = gate_levels(settings, fragments if probes == "fragments" else common_words)
         levels_path.write_text(json.dumps(levels))
     level = {m: float(np.median(z)) for m, z in levels.items()}
     gate_rows = vector_took_part(saved["rows"]).gate
