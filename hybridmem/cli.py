@@ -177,6 +177,7 @@ def counted(n: int, noun: str) -> str:
 @command("search")
 def cmd_search(args: argparse.Namespace) -> int:
     """Hybrid search over a workspace."""
+    from hybridmem.searching import NOTHING_SEARCHED
     from hybridmem.sources import SOURCES
     from hybridmem.tools import nothing_found
 
@@ -209,7 +210,8 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"text {fmt(h.text_score)})")
         for line in h.snippet.splitlines()[:8]:
             print(f"     {line}")
-    if resp.fallback and resp.fallback_reason:  # a keyword-only index has no reason to give
+    # a keyword-only index has no reason to give; an empty result has already said that there was nothing to search
+    if resp.fallback and resp.fallback_reason and (resp.results or resp.fallback_reason not in NOTHING_SEARCHED):
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
     if resp.notice:
         print(f"note: {resp.notice}", file=sys.stderr)

@@ -79,6 +79,7 @@ NO_VECTOR_FOUND = ("the vector leg found no vector to search in scope (another p
 NO_FILES = "the index holds no memory files (add notes, then run `hybridmem index`), so nothing was searched"
 NO_FILE_IN_SCOPE = ("no indexed file matches the search's scope (source, path prefix or session), so nothing was"
                     " searched")
+NOTHING_SEARCHED = (NO_FILES, NO_FILE_IN_SCOPE)  # reasons an empty result states in full (tools.nothing_found)
 
 
 def keyword_only_note(vectors: dict[str, int] | None, retriever: Retriever, scope: Scope) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.errors import ArgumentError, HybridMemError
+from hybridmem.searching import NOTHING_SEARCHED
 from hybridmem.sources import SOURCES
 
 CITATION_MODES = ("on", "off", "auto")
@@ -38,7 +39,8 @@ NOTHING_FOUND = "Nothing relevant was found in memory for this query."
 
 def nothing_found(resp: Any) -> str:
     """:data:`NOTHING_FOUND` and, for a :class:`~hybridmem.records.SearchResponse`, one sentence saying why: the answer
-    gate, no candidate at all, or the min score.
+    gate, nothing to search (an empty index, or a scope no indexed file matches), no candidate at all, or the min
+    score.
 
     Example:
         >>> nothing_found({})
@@ -50,6 +52,9 @@ def nothing_found(resp: Any) -> str:
     if ranking.abstained:
         return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
                 f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g}.")
+    reason = getattr(resp, "fallback_reason", None)
+    if not ranking.candidates and reason in NOTHING_SEARCHED:  # an empty index, or a scope no file matches
+        return f"{NOTHING_FOUND} {reason[0].upper()}{reason[1:]}."
     if not ranking.candidates:
         cands = getattr(resp, "candidates", None)
         ran = [leg for leg, searched, weight in (

@@ -210,7 +210,7 @@ def test_non_string_extra_paths_is_a_one_line_config_error(kw_workspace: Path, c
     write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[sources]\nextra_paths = [1, 2]\n')
     code, _, err = run(capsys, "index", str(kw_workspace))
     assert code == 2
-    assert err == "hybridmem: error: invalid setting sources.extra_paths=(1, 2): expected a list of strings\n"
+    assert err == "hybridmem: error: invalid setting sources.extra_paths=[1, 2]: expected a list of strings\n"
 
 
 def test_keyword_only_search_prints_no_empty_note(kw_workspace: Path, capsys):

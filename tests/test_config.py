@@ -86,7 +86,7 @@ def test_index_hash_tracks_index_settings_only():
         ({"ranking": {"rrf_k": True}}, "invalid setting ranking.rrf_k=True: expected int"),
         ({"ranking": {"max_results": False}}, "invalid setting ranking.max_results=False: expected int"),
         ({"ranking": {"vector_weight": True}}, "invalid setting ranking.vector_weight=True: expected float"),
-        ({"sources": {"extra_paths": [1, 2]}}, "invalid setting sources.extra_paths=(1, 2): expected a list of strings"),
+        ({"sources": {"extra_paths": [1, 2]}}, "invalid setting sources.extra_paths=[1, 2]: expected a list of strings"),
         ({"sources": {"extra_paths": "docs"}}, "invalid setting sources.extra_paths='docs': expected a list"),
         ({"sources": {"session_paths": ["s", None]}}, "sources.session_paths"),
         ({"sources": {"redact_memory": 1}}, "invalid setting sources.redact_memory=1: expected bool"),

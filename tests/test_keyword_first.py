@@ -281,16 +281,21 @@ def test_the_keyword_only_note_tells_an_empty_index_and_an_empty_scope_from_miss
     """A scope no indexed file matches, or an index with no files, is not "another process may still be embedding"."""
     from hybridmem.retrieve import Scope
     from hybridmem.searching import NO_FILE_IN_SCOPE, NO_FILES, NO_VECTOR_FOUND, NO_VECTORS_YET, keyword_only_note
+    from hybridmem.tools import NOTHING_FOUND, nothing_found
 
     ws = make_ws(tmp_path / "ws", files=2)
     with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as idx:
         idx.sync()
         assert idx.search("walrus1 ledger", path_prefix="nosuch/").fallback_reason == NO_FILE_IN_SCOPE
         assert idx.search("walrus1 ledger", session="nosuch").fallback_reason == NO_FILE_IN_SCOPE
+        assert nothing_found(idx.search("walrus1 ledger", path_prefix="nosuch/")) == (  # what memory_search says
+            f"{NOTHING_FOUND} No indexed file matches the search's scope (source, path prefix or session), so nothing "
+            "was searched.")
     (tmp_path / "empty").mkdir()
     with MemoryIndex(tmp_path / "empty", embedder=HashEmbedder(dims=16)) as idx:
         idx.sync()
         assert idx.search("hello world").fallback_reason == NO_FILES
+        assert nothing_found(idx.search("hello world")).startswith(f"{NOTHING_FOUND} The index holds no memory files")
 
     class Files:  # files in scope whose chunks lack their vector: only then may another process still be embedding
         def files_in_scope(self, scope: Scope) -> bool:

@@ -46,8 +46,9 @@ def provider_model(provider: str, model: str) -> str:
 
 
 def _check(cond: bool, name: str, value: Any, expected: str) -> None:
-    if not cond:
-        raise ConfigError(f"invalid setting {name}={value!r}: expected {expected}")
+    if not cond:  # a TOML list is kept as a tuple: shown as the list the user wrote
+        shown = list(value) if isinstance(value, tuple) else value
+        raise ConfigError(f"invalid setting {name}={shown!r}: expected {expected}")
 
 
 def _is_int(value: Any) -> bool:
