@@ -258,14 +258,12 @@ class Syncer:
         known = self.store.files()
         found = src.discover(self.workspace, self.settings.sources, report.warnings)
         seen: set[str] = set()
-        local = self.store.backend == "sqlite"  # see _stamp
         changed: list[tuple[Document, dict]] = []
         fresh: list[src.SourceFile] = []  # new files: read batch by batch while writing (keyword first)
         for sf in found:
             seen.add(sf.path)
             old = known.get(sf.path)
-            if old and old["mtime"] == self._stamp(sf) and old["size"] == sf.size \
-                    and (old["abspath"] == sf.abspath or not local):
+            if old and self._unchanged(sf, old):
                 report.unchanged += 1
                 continue
             if old and sf.source == "sessions" and self.defer_sessions and self._defer_session(sf, old):
@@ -326,23 +324,29 @@ class Syncer:
 
     def changed_on_disk(self) -> int:
         """How many files the next sync would read or drop: new, changed (stamp, size or place, as the sync compares
-        them) or deleted since the index read them. Only a new file is read, to leave out what the sync would skip
-        too (a binary file named ``.md``); nothing is written. 0 for an index of documents without a workspace."""
+        them) or deleted since the index read them. Only a new file's first bytes are read, to leave out what the sync
+        would skip too (a binary file named ``.md``); nothing is written. 0 for an index of documents without a workspace."""
         if self.workspace is None:
             return 0
         known = self.store.files()
-        local = self.store.backend == "sqlite"
         count = 0
         for sf in src.discover(self.workspace, self.settings.sources):
             old = known.pop(sf.path, None)
             if old is None:
                 try:
-                    count += src.load(sf, self.settings.sources).document is not None
+                    with open(sf.abspath, "rb") as fh:
+                        count += not src.skipped_as_binary(fh.read(src.BINARY_HEAD))
                 except OSError:
                     count += 1
-            elif old["mtime"] != self._stamp(sf) or old["size"] != sf.size or (local and old["abspath"] != sf.abspath):
+            elif not self._unchanged(sf, old):
                 count += 1
         return count + len(known)
+
+    def _unchanged(self, sf: src.SourceFile, old: dict[str, Any]) -> bool:
+        """Whether ``sf`` is the file its row ``old`` was read from, as far as its stamp, size and place (a local index
+        only: see :meth:`_stamp`) tell."""
+        return old["mtime"] == self._stamp(sf) and old["size"] == sf.size \
+            and (old["abspath"] == sf.abspath or self.store.backend != "sqlite")
 
     def _stamp(self, sf: src.SourceFile) -> float:
         """What the files table keeps to tell a file changed: a local index its change stamp (mtime or inode change
