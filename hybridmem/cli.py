@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from hybridmem.commands import (
-    COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
+    COMMANDS, Parser, command, counted, open_index, print_json, require_index, settings_of, storage_failure,
 )
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import ConfigError, HybridMemError
@@ -162,16 +162,6 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
         if flag is None:
             raise
         raise ConfigError(f"argument {flag}: {exc}") from None
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless ``n`` is 1.
-
-    Example:
-        >>> counted(1, "file"), counted(0, "chunk")
-        ('1 file', '0 chunks')
-    """
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @command("search")

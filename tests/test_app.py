@@ -216,7 +216,7 @@ def test_index_page_says_when_files_changed_on_disk_since_the_last_sync(tmp_path
     assert not at.exception and not any("changed on disk" in i.value for i in at.info)
     (ws / "memory" / "2026-01-02.md").write_text("Renewed the TLS certificate for api.example.com.\n")
     at.run()
-    assert any(i.value.startswith("1 file(s) changed on disk since the last sync") for i in at.info)
+    assert any(i.value.startswith("1 file changed on disk since the last sync") for i in at.info)
     at.button[0].click().run()
     assert not at.exception and not any("changed on disk" in i.value for i in at.info)
 

@@ -7,6 +7,7 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
+from hybridmem.commands import counted
 from hybridmem.errors import HybridMemError
 from hybridmem.workbench import state, views
 
@@ -36,7 +37,7 @@ def render() -> None:
     status = idx.status(disk=not documents)
     st.caption(f"`{status['workspace'] or dataset.name}` → `{status['index_path']}`")
     if status.get("changed_on_disk"):
-        st.info(f"{status['changed_on_disk']} file(s) changed on disk since the last sync: **Sync now** (or a search, "
+        st.info(f"{counted(status['changed_on_disk'], 'file')} changed on disk since the last sync: **Sync now** (or a search, "
                 "which syncs first) picks them up.", icon=":material/sync_problem:")
     cols = st.columns(4)
     cols[0].metric("Files", status["files"])
