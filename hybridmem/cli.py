@@ -167,7 +167,7 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
 @command("search")
 def cmd_search(args: argparse.Namespace) -> int:
     """Hybrid search over a workspace."""
-    from hybridmem.searching import NOTHING_SEARCHED
+    from hybridmem.searching import NOTHING_SEARCHED, notice_beside_empty
     from hybridmem.sources import SOURCES
     from hybridmem.tools import nothing_found
 
@@ -203,8 +203,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     # a keyword-only index has no reason to give; an empty result has already said that there was nothing to search
     if resp.fallback and resp.fallback_reason and (resp.results or resp.fallback_reason not in NOTHING_SEARCHED):
         print(f"note: {resp.fallback_reason}", file=sys.stderr)
-    if resp.notice:
-        print(f"note: {resp.notice}", file=sys.stderr)
+    notice = resp.notice if resp.results else notice_beside_empty(resp.notice)
+    if notice:
+        print(f"note: {notice}", file=sys.stderr)
     if resp.vectors_note:
         print(f"note: {resp.vectors_note}", file=sys.stderr)
     if args.explain:

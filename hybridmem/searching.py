@@ -66,8 +66,8 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
         path_prefix, held = find_session(session, workspace, settings.sources)
         source = "sessions"
         if held is False:  # a typo in a session id must not read as "nothing relevant"
-            missing = (f"no transcript {session!r} in the session folders ({', '.join(settings.sources.session_paths)}),"
-                       " so nothing was searched")
+            missing = (f"{NO_TRANSCRIPT} {session!r} in the session folders"
+                       f" ({', '.join(settings.sources.session_paths)}), so nothing was searched")
             notice = f"{notice}; {missing}" if notice else missing
     return query, notice, cfg, Scope(source, path_prefix)
 
@@ -80,6 +80,33 @@ NO_FILES = "the index holds no memory files (add notes, then run `hybridmem inde
 NO_FILE_IN_SCOPE = ("no indexed file matches the search's scope (source, path prefix or session), so nothing was"
                     " searched")
 NOTHING_SEARCHED = (NO_FILES, NO_FILE_IN_SCOPE)  # reasons an empty result states in full (tools.nothing_found)
+NO_TRANSCRIPT = "no transcript"  # how plan_search's notice of a session id no folder holds begins
+
+
+def missing_session(notice: str | None) -> str | None:
+    """The part of a search's ``notice`` saying that its ``session`` names no transcript (None when it does not).
+
+    Example:
+        >>> missing_session("the query was cut to its first 9 of 12 characters; no transcript 's9' in the session"
+        ...                 " folders (sessions), so nothing was searched")
+        "no transcript 's9' in the session folders (sessions), so nothing was searched"
+        >>> missing_session(None) is None
+        True
+    """
+    return next((part for part in (notice or "").split("; ") if part.startswith(NO_TRANSCRIPT)), None)
+
+
+def notice_beside_empty(notice: str | None) -> str | None:
+    """What of an empty result's ``notice`` is left to say beside its sentence (:func:`tools.nothing_found` states a
+    missing session itself).
+
+    Example:
+        >>> notice_beside_empty("no transcript 's9' in the session folders (sessions), so nothing was searched")
+        >>> notice_beside_empty("the query was cut to its first 9 of 12 characters")
+        'the query was cut to its first 9 of 12 characters'
+    """
+    missing = missing_session(notice)
+    return "; ".join(part for part in notice.split("; ") if part != missing) or None if missing else notice
 
 
 def keyword_only_note(vectors: dict[str, int] | None, retriever: Retriever, scope: Scope) -> str:

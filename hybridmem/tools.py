@@ -21,7 +21,7 @@ from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.errors import ArgumentError, HybridMemError
-from hybridmem.searching import NOTHING_SEARCHED
+from hybridmem.searching import NOTHING_SEARCHED, missing_session
 from hybridmem.sources import SOURCES
 
 CITATION_MODES = ("on", "off", "auto")
@@ -53,6 +53,9 @@ def nothing_found(resp: Any) -> str:
         return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
                 f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g}.")
     reason = getattr(resp, "fallback_reason", None)
+    missing = missing_session(getattr(resp, "notice", None))
+    if not ranking.candidates and missing:  # a session id no folder holds: say so, not "no file in scope"
+        return f"{NOTHING_FOUND} {missing[0].upper()}{missing[1:]}."
     if not ranking.candidates and reason in NOTHING_SEARCHED:  # an empty index, or a scope no file matches
         return f"{NOTHING_FOUND} {reason[0].upper()}{reason[1:]}."
     if not ranking.candidates:

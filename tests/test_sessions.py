@@ -139,6 +139,32 @@ def test_session_scope_follows_the_configured_session_folders(tmp_path: Path) ->
         assert idx.search("kafka lag", min_score=0.0, answer_threshold=0.0, session="s3").notice is None
 
 
+def test_a_session_no_folder_holds_is_said_once(tmp_path: Path, capsys) -> None:
+    """A mistyped session id: the empty result's one sentence names it (memory_search, the CLI, the MCP text), and no
+    note beside it says the same again, nor "no indexed file matches the search's scope"."""
+    from hybridmem.cli import main
+    from hybridmem.serve.server import render
+    from hybridmem.tools import NOTHING_FOUND, nothing_found
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    (ws / "sessions" / "s3.jsonl").write_text(msg("user", "the kafka consumer lag is high") + "\n")
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n')
+    said = f"{NOTHING_FOUND} No transcript 's9' in the session folders (sessions), so nothing was searched."
+    with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
+        idx.sync()
+        resp = idx.search("kafka lag", session="s9")
+        assert resp.results == () and nothing_found(resp) == said
+        out = {"results": [], "message": nothing_found(resp), "notice": resp.notice}
+        assert render("memory_search", out) == said  # the MCP text: the sentence alone
+        assert nothing_found(idx.search("kafka lag", session="s3")) != said
+    for argv in (["search", "kafka lag", str(ws), "--session", "s9"],
+                 ["search", "kafka lag", str(ws), "--session", "s9", "--preset", "keyword"]):
+        assert main(argv) == 0
+        printed = capsys.readouterr()
+        assert printed.out.strip() == said and "s9" not in printed.err and "scope" not in printed.out
+
+
 def test_malformed_lines_reported_in_sync(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     (ws / "sessions").mkdir(parents=True)

@@ -17,6 +17,7 @@ import mcp_types as types
 from mcp.server import Server
 
 from hybridmem.config import DEFAULT_RANKING
+from hybridmem.searching import notice_beside_empty
 from hybridmem.serve.service import MemoryService, guarded
 from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
                                    WRITE_DESCRIPTION, write_note)
@@ -81,7 +82,8 @@ def render(name: str, out: dict[str, Any]) -> str:
     if name == "memory_search":
         notice = [f"(note: {out[k]})" for k in ("notice", "vectors_note") if out.get(k)]
         if not out["results"]:
-            return "\n\n".join([out.get("message") or NOTHING_FOUND, *notice])
+            beside = [f"(note: {n})" for n in (notice_beside_empty(out.get("notice")), out.get("vectors_note")) if n]
+            return "\n\n".join([out.get("message") or NOTHING_FOUND, *beside])
         parts = [f"{r.get('citation', r['path'])} (score {r['score']:.2f})\n{r['snippet']}" for r in out["results"]]
         if out.get("fallback_reason"):
             parts.append(f"(note: {out['fallback_reason']})")
