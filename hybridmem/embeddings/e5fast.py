@@ -165,8 +165,9 @@ def _load_session(ort, source: str | bytes, threads: int):  # noqa: ANN001, ANN2
 def graph_path(weights: E5Weights, sha: str | None = None, cache_dir: str = "") -> Path:
     """Where the graph of ``weights`` is cached (named by the weights file's sha256 and the graph version), under
     :func:`cache_root` of ``cache_dir`` (``embedding.shared_cache_dir``)."""
-    sha = sha or file_sha256(weights.path)
-    return cache_root(cache_dir) / "e5" / f"{weights.path.stem}-{sha[:16]}-g{GRAPH_VERSION}.onnx"
+    folder = cache_root(cache_dir) / "e5"
+    sha = sha or file_sha256(weights.path, memo=folder)
+    return folder / f"{weights.path.stem}-{sha[:16]}-g{GRAPH_VERSION}.onnx"
 
 
 def load_graph(weights: E5Weights, threads: int = 1, sessions: int = 1,
