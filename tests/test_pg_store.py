@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -202,13 +203,32 @@ def test_unreachable_server_is_one_sentence() -> None:
     assert "cannot reach PostgreSQL" in msg and "secret" not in msg and "\n" not in msg
 
 
-@pytest.mark.parametrize("url", ["not a url", "host=127.0.0.1 port=5432 password=secret dbname", "postgresql://u:secret@h:5432/db?sslmode=nope=x"])
+@pytest.mark.parametrize("url", ["not a url", "host=127.0.0.1 port=5432 password=secret dbname", "postgresql://u:secret@h:5432/db?sslmode=nope=x",
+                                 "mysql://x:secret@localhost/db"])
 def test_malformed_url_is_one_sentence(url: str) -> None:
     """A URL psycopg cannot parse is the user's setting to fix, said once, without the password; not a traceback."""
     with pytest.raises((ConfigError, StoreConnectionError)) as err:
         PostgresStore(url, "x", reconnect_s=0.5)
     msg = str(err.value)
     assert "secret" not in msg and "\n" not in msg and "HYBRIDMEM_STORE_URL" in msg
+
+
+def test_a_database_or_role_the_server_does_not_have_fails_at_once(pg_url: str) -> None:
+    """The server answered "does not exist": waiting 20 s for it (as for a server that is down) cannot help, and "start
+    the server" is the wrong advice."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(pg_url)
+    no_db = urlunsplit(parts._replace(path="/hm_no_such_db"))
+    user = parts.netloc.rsplit("@", 1)[0].split(":")[0]
+    no_role = urlunsplit(parts._replace(netloc=parts.netloc.replace(user, "hm_no_such_role", 1)))
+    for url, said in ((no_db, 'database "hm_no_such_db" does not exist'), (no_role, 'role "hm_no_such_role" does not exist')):
+        t0 = time.monotonic()
+        with pytest.raises(StoreConnectionError) as err:
+            PostgresStore(url, "x", reconnect_s=10.0)
+        msg = str(err.value)
+        assert time.monotonic() - t0 < 5.0 and "refused the connection" in msg and said in msg, msg
+        assert "start the server" not in msg and "\n" not in msg
 
 
 def test_password_is_redacted_in_both_forms() -> None:

@@ -36,6 +36,12 @@ def redact(url: str) -> str:
     return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)  # a key=value string's password
 
 
+# What a server that answered says when the URL names a database, role or password it will never accept (a server
+# starting up, shutting down or out of connection slots says FATAL too, and is waited for).
+_REFUSED = re.compile(r"FATAL:\s+(.*(?:does not exist|authentication failed|no pg_hba\.conf entry|"
+                      r"not permitted to log in|permission denied).*)")
+
+
 class PgLink:
     """A lock-guarded connection (autocommit; transactions are explicit) that reconnects for reads."""
 
@@ -54,12 +60,17 @@ class PgLink:
         while True:
             try:
                 return self.psycopg.connect(self.url, autocommit=True, connect_timeout=5)
-            except self.psycopg.ProgrammingError as exc:  # the URL itself does not parse: retrying cannot help
-                raise ConfigError(f"[store] url / HYBRIDMEM_STORE_URL {redact(self.url)!r} is not a PostgreSQL URL "
-                                  f"({str(exc).strip()}); expected postgresql://user:password@host:5432/dbname") from None
+            except self.psycopg.ProgrammingError:  # the URL itself does not parse: retrying cannot help
+                # (libpq's own words repeat the URL, password and all: not shown)
+                raise ConfigError(f"[store] url / HYBRIDMEM_STORE_URL {redact(self.url)!r} is not a PostgreSQL URL; "
+                                  "expected postgresql://user:password@host:5432/dbname") from None
             except self.psycopg.OperationalError as exc:
+                first = redact(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
+                refused = _REFUSED.search(first)
+                if refused:  # the server answered and said no: waiting cannot change that
+                    raise StoreConnectionError(f"PostgreSQL at {redact(self.url)} refused the connection: "
+                                               f"{refused.group(1)}; fix [store] url / HYBRIDMEM_STORE_URL") from None
                 if time.monotonic() >= deadline:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise StoreConnectionError(f"cannot reach PostgreSQL at {redact(self.url)} ({first}); start the "
                                                "server or fix [store] url / HYBRIDMEM_STORE_URL") from None
                 time.sleep(delay)
