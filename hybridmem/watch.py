@@ -25,19 +25,34 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hybridmem.sources import source_roots, within
+from hybridmem.sync.syncer import ReadOnlyIndexError
 from hybridmem.sync.documents import SyncReport
 
 WATCHED_SUFFIXES = (".md", ".jsonl")
 
 
+RETRY_S = (2.0, 120.0)  # after a failed sync: the first wait before trying again, and the longest (doubling)
+KEPT_ERRORS = 50  # the latest failures kept in SyncCoordinator.errors
+
+
 class SyncCoordinator:
-    """One worker thread; :meth:`request` asks for a sync, coalescing requests made while one runs."""
+    """One worker thread; :meth:`request` asks for a sync, coalescing requests made while one runs.
+
+    A sync that fails (the PostgreSQL server is down, the disk is full) is tried again on its own after ``retry_s[0]``
+    seconds, doubling up to ``retry_s[1]`` while it keeps failing: a note saved during an outage is indexed once the
+    store is back, not at the next unrelated change. A read replica's refusal is not retried (it cannot change).
+    """
 
     def __init__(self, sync: Callable[[], SyncReport], on_report: Callable[[SyncReport], None] | None = None,
-                 on_error: Callable[[BaseException], None] | None = None) -> None:
+                 on_error: Callable[[BaseException], None] | None = None,
+                 retry_s: tuple[float, float] = RETRY_S) -> None:
         self._sync = sync
         self._on_report = on_report
         self._on_error = on_error
+        self._retry_s = retry_s
+        self._retry_wait = 0.0  # the wait before the next retry, 0 while syncs succeed
+        self._retry: threading.Timer | None = None
+        self.retries = 0
         self._cond = threading.Condition()
         self._pending = False
         self._running = False
@@ -75,10 +90,13 @@ class SyncCoordinator:
             try:
                 report = self._sync()
                 self.syncs += 1
+                self._retry_wait = 0.0
                 if self._on_report:
                     self._on_report(report)
             except Exception as exc:  # noqa: BLE001 - a failed sync is reported; the watcher keeps running
-                self.errors.append(f"{type(exc).__name__}: {exc}")
+                self.errors = [*self.errors[-(KEPT_ERRORS - 1):], f"{type(exc).__name__}: {exc}"]
+                if not isinstance(exc, ReadOnlyIndexError):
+                    self._retry_later()
                 if self._on_error:
                     self._on_error(exc)
             finally:
@@ -86,6 +104,21 @@ class SyncCoordinator:
                 with self._cond:
                     self._running = False
                     self._cond.notify_all()
+
+    def _retry_later(self) -> None:
+        with self._cond:
+            if self._stop:
+                return
+            self._retry_wait = min(max(self._retry_wait * 2, self._retry_s[0]), self._retry_s[1])
+            if self._retry is not None:
+                self._retry.cancel()
+            self._retry = threading.Timer(self._retry_wait, self._retry_now)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _retry_now(self) -> None:
+        self.retries += 1
+        self.request()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no sync is pending or running; False on timeout."""
@@ -101,6 +134,8 @@ class SyncCoordinator:
     def stop(self) -> None:
         with self._cond:
             self._stop = True
+            if self._retry is not None:
+                self._retry.cancel()
             self._cond.notify_all()
         self._thread.join(timeout=60)
 
@@ -227,6 +262,21 @@ class Watcher:
     def _schedule(self) -> None:
         for root in self.roots():
             self._observer.schedule(self._handler, str(root), recursive=True)
+
+    def _retry_later(self) -> None:
+        with self._cond:
+            if self._stop:
+                return
+            self._retry_wait = min(max(self._retry_wait * 2, self._retry_s[0]), self._retry_s[1])
+            if self._retry is not None:
+                self._retry.cancel()
+            self._retry = threading.Timer(self._retry_wait, self._retry_now)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _retry_now(self) -> None:
+        self.retries += 1
+        self.request()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no debounce timer is armed and no sync is pending or running."""

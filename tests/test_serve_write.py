@@ -232,7 +232,8 @@ def test_a_note_saved_but_not_indexed_says_so_and_is_not_an_error(ws: Path) -> N
     # the index's sentence is about the index: the agent is told the note itself is saved (PostgreSQL's 'nothing was
     # written: run it again' made an agent write it twice)
     assert out["index_error"].startswith("the note is saved in memory/yak.md, but indexing it failed (")
-    assert out["index_error"].endswith("do not write the note again: the next sync indexes it")
+    assert out["index_error"].endswith("do not write the note again: the next sync indexes it (this server does not "
+                                       "watch: the next memory_write or `hybridmem index`)")  # --no-watch
     assert "Not searchable yet: " in r.content[0].text
     assert (ws / "memory" / "yak.md").read_text(encoding="utf-8") == "The yak shears arrive Monday.\n"
 

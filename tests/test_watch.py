@@ -79,6 +79,42 @@ def test_sync_errors_are_reported_and_the_worker_survives() -> None:
     assert co.errors == ["RuntimeError: disk full"] and seen == [3]
 
 
+def test_a_failed_sync_is_tried_again_on_its_own_until_it_succeeds() -> None:
+    """A note saved while the store was down (PostgreSQL restarting) was indexed only at the next unrelated change:
+    nothing requested another sync. A failed sync is now retried after a wait that doubles while it keeps failing."""
+    from hybridmem.sync.syncer import ReadOnlyIndexError
+
+    results = iter([RuntimeError("cannot reach PostgreSQL"), RuntimeError("cannot reach PostgreSQL"), SyncReport(files=1)])
+    seen: list[int] = []
+    calls: list[float] = []
+
+    def sync() -> SyncReport:
+        calls.append(time.monotonic())
+        r = next(results)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    co = SyncCoordinator(sync, on_report=lambda r: seen.append(r.files), retry_s=(0.1, 1.0))
+    co.request()  # one request: the two retries come on their own
+    assert wait_for(lambda: seen == [1], 5)
+    time.sleep(0.4)  # a success schedules no more
+    co.stop()
+    assert len(calls) == 3 and co.retries == 2 and len(co.errors) == 2
+    assert calls[1] - calls[0] >= 0.1 and calls[2] - calls[1] >= 0.2  # the wait doubles (a timer never fires early)
+
+    def replica() -> SyncReport:
+        calls.append(time.monotonic())
+        raise ReadOnlyIndexError("cannot sync: served by a read replica")
+
+    calls.clear()
+    co = SyncCoordinator(replica, retry_s=(0.05, 0.1))
+    co.request()
+    time.sleep(0.4)
+    co.stop()
+    assert len(calls) == 1 and co.retries == 0  # a replica's refusal cannot change: not retried
+
+
 def test_debounce_gives_one_sync_after_changes_settle(ws: Path) -> None:
     idx = MemoryIndex(ws, embedder=HashEmbedder())
     reports: list[float] = []

@@ -256,8 +256,14 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
         except Exception as exc:  # noqa: BLE001 - the note is saved: say why it is not searchable yet
             out["indexed"] = False
             why = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
+            watcher = service.watcher
+            if watcher is not None:  # its syncs are tried again until the store answers (watch.SyncCoordinator)
+                watcher.coordinator.request()
+            later = ("this server indexes it as soon as the index can be written again" if watcher is not None
+                     else "the next sync indexes it (this server does not watch: the next memory_write or "
+                          "`hybridmem index`)")
             out["index_error"] = (f"the note is saved in {out['path']}, but indexing it failed ({why}); do not write "
-                                  "the note again: the next sync indexes it")
+                                  f"the note again: {later}")
         found = _where_saved(Path(path), start, note, out["start_line"])
         if found is not None:  # as appended, or on other lines when the file was edited above it meanwhile
             out["start_line"], out["end_line"] = found, found + out["end_line"] - out["start_line"]
