@@ -97,22 +97,17 @@ def open_index(args: argparse.Namespace, keyword_only: bool = False) -> Any:
 
 
 def require_index(args: argparse.Namespace) -> None:
-    """ArgumentError when the SQLite index file a reading command would open does not exist (opening it would create
-    an empty index, and its folders, and report nothing as if the memory were empty)."""
-    import os
-
+    """ArgumentError when the index a reading command would open was never built: a SQLite file that does not exist,
+    or a PostgreSQL namespace no sync has written (opening either would create an empty index, and report nothing as
+    if the memory were empty); see :func:`hybridmem.store.factory.missing_index`."""
     from hybridmem.config import resolve_index_path, resolve_workspace
     from hybridmem.errors import ArgumentError
+    from hybridmem.store.factory import missing_index
 
     settings = settings_of(args)
-    if settings.store.backend != "sqlite":
-        return
-    path = resolve_index_path(args.index, resolve_workspace(args.workspace), settings)
-    if str(path) != ":memory:" and not os.path.exists(path):
-        from hybridmem.store.connection import refuse_non_index
-
-        refuse_non_index(path)  # a file where its folder should be: say so, not "index builds it"
-        raise ArgumentError(f"no index at {path}: `hybridmem index` builds it")
+    missing = missing_index(settings, resolve_index_path(args.index, resolve_workspace(args.workspace), settings))
+    if missing:
+        raise ArgumentError(missing)
 
 
 def storage_failure(exc: BaseException) -> str | None:

@@ -376,3 +376,30 @@ def test_a_server_that_comes_back_is_waited_for_again_at_its_next_outage(monkeyp
     with pytest.raises(StoreConnectionError):
         link.reconnect()  # a new outage soon after: waited for in full again
     assert waits == [20.0, 0.0, 20.0]
+
+
+def test_reading_a_namespace_no_sync_wrote_is_an_error_naming_the_ones_that_exist(
+        pg_url: str, pg_namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mistyped `[store] namespace` read as an empty index ("built keyword-only", "nothing relevant"), where a
+    missing SQLite file is an error; `status` and `search --no-sync` now say so and name the namespaces indexed there,
+    and create nothing."""
+    from hybridmem.cli import main
+    from hybridmem.store.postgres import indexed_namespaces
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "a.md").write_text("The payment service retries with backoff.\n")
+    (ws / "hybridmem.toml").write_text(f'[embedding]\nprovider = "none"\n[store]\nbackend = "postgres"\n'
+                                       f'url = "{pg_url}"\nnamespace = "{pg_namespace}"\n')
+    assert main(["index", str(ws)]) == 0
+    assert main(["status", str(ws)]) == 0
+    typo = ws.parent / "typo"
+    typo.mkdir()
+    (typo / "hybridmem.toml").write_text((ws / "hybridmem.toml").read_text().replace(pg_namespace, pg_namespace + "x"))
+    capsys.readouterr()
+    for argv in (["status", str(typo)], ["search", "payment", str(typo), "--no-sync"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and f"no index in the PostgreSQL namespace '{pg_namespace}x'" in err, err
+        assert f"'{pg_namespace}'" in err and err.count("\n") == 1
+    assert pg_namespace in indexed_namespaces(pg_url) and pg_namespace + "x" not in indexed_namespaces(pg_url)

@@ -38,6 +38,23 @@ from hybridmem.tokenization import fts_tokens
 _CHUNK_COLS = "id, path, source, start_line, end_line, text, tokens, timestamp, evergreen"
 
 
+def indexed_namespaces(url: str, reconnect_s: float = 20.0) -> list[str]:
+    """The namespaces of the database at ``url`` that a sync has written (opening one creates its row: a namespace a
+    ``status`` or ``search --no-sync`` opened under a mistyped name is not listed), sorted; [] before any index."""
+    link = PgLink(url, reconnect_s)
+    try:
+        def run(conn: Any) -> list[str]:
+            if conn.execute("SELECT to_regclass('hm_meta') IS NOT NULL AND to_regclass('hm_ns') IS NOT NULL"
+                            ).fetchone()[0] is not True:
+                return []
+            return [r[0] for r in conn.execute(
+                "SELECT n.name FROM hm_ns n WHERE EXISTS (SELECT 1 FROM hm_meta m WHERE m.ns = n.id AND m.key IN "
+                "('last_sync', 'sync_started')) ORDER BY n.name").fetchall()]
+        return link.read(run)
+    finally:
+        link.close()
+
+
 class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixin, HealthMixin):
     """One namespace of a PostgreSQL index (``gen`` pins a generation being built; None reads the live one)."""
 
