@@ -328,3 +328,27 @@ def test_a_pasted_data_uri_is_indexed_and_read_as_its_head(workspace: Path):
         line = idx.get("memory/2026-11-20.md", from_line=3, lines=1)["text"]
         assert line.startswith("The ingestion pipeline diagram: ![diagram](data:image/png;base64,")
         assert f"…[{len(blob) - 16:,} characters of base64 left out]) drawn by Linh." in line
+
+
+def test_a_sync_from_another_folder_that_deletes_most_files_warns(tmp_path: Path) -> None:
+    """Two folders given one index (one PostgreSQL namespace, or one --index) replace each other's files at every
+    sync; the report said only "deleted 3". It now warns, naming the folder that synced it last; the same folder
+    syncing again, or a sync that deletes few files, does not."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for ws, n in ((a, 3), (b, 1)):
+        (ws / "memory").mkdir(parents=True)
+        for i in range(n):
+            (ws / "memory" / f"n{i}-{ws.name}.md").write_text(f"note {i} of {ws.name}\n")
+    shared = tmp_path / "shared.sqlite"
+    with MemoryIndex(a, index_path=shared, embedder=HashEmbedder()) as idx:
+        assert idx.sync().warnings == []
+        (a / "memory" / "n0-a.md").unlink()
+        assert idx.sync().warnings == []  # its own folder: a deletion it made on disk
+    with MemoryIndex(b, index_path=shared, embedder=HashEmbedder()) as idx:
+        report = idx.sync()
+    assert report.deleted == 2
+    assert len(report.warnings) == 1 and "deleted 2 of its 2 files, last synced from" in report.warnings[0]
+    assert str(a.resolve()) in report.warnings[0] and "give each its own [store] namespace" in report.warnings[0]
+    with MemoryIndex(b, index_path=shared, embedder=HashEmbedder()) as idx:
+        (b / "memory" / "n0-b.md").write_text("note 0 of b, edited\n")
+        assert idx.sync().warnings == []  # the same folder again

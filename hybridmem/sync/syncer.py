@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -283,6 +284,7 @@ class Syncer:
             changed = _LazyDocs(changed, fresh, lambda sf: self._load(sf, None, report))  # type: ignore[assignment]
         deleted = [p for p in known if p not in seen]
         report.deleted = len(deleted)
+        self._note_where_from(len(deleted), len(known), report)
         # pending: chunks stored without a vector by a sync that was stopped mid-embed (keyword first): resumed here
         pending = not changed and self.identity()[3] > 0 and self.store.pending_count() > 0
         embedder = self.embedder.get() if changed or pending else None
@@ -295,6 +297,21 @@ class Syncer:
         report.files, report.chunks = counts["files"], counts["chunks"]
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _note_where_from(self, deleted: int, known: int, report: SyncReport) -> None:
+        """Record which folder on which host syncs this index, and warn when a sync from another one deletes most of
+        its files: two folders given one PostgreSQL namespace (or one ``--index``) replace each other's files at
+        every sync, which a report of "deleted 49" alone did not say. One folder shared by many hosts (each with its
+        own mount path) deletes nothing it did not delete on disk, so it is never warned about."""
+        here = f"{socket.gethostname()}:{os.path.realpath(self.workspace)}"
+        before = self.store.get_meta("synced_from")
+        if before and before != here and deleted and deleted * 2 > known:
+            report.warnings.append(
+                f"{self.store.path}: this sync deleted {deleted} of its {known} files, last synced from {before}: two "
+                "folders on one index replace each other's files at every sync; give each its own [store] namespace "
+                "(or --index)")
+        if before != here:
+            self.store.set_meta("synced_from", here)
 
     def _load(self, sf: src.SourceFile, old: dict[str, Any] | None,
               report: SyncReport) -> tuple[Document, dict] | object | None:
