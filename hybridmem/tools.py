@@ -80,7 +80,7 @@ def recall(index: Any, message: str, config: Any = None, **scope: Any) -> str:
     ``hybridmem recall`` command and the MCP ``recall`` prompt both give this.
 
     Example:
-        >>> recall(MemoryIndex("datasets/demo-memory/workspace"), "chocolate cake recipe")  # doctest: +SKIP
+        >>> recall(MemoryIndex("datasets/demo-memory/workspace"), "how do I repot an orchid")  # doctest: +SKIP
         ''
     """
     resp = index.search(message, config=config, **scope)

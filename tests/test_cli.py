@@ -67,6 +67,16 @@ def test_status_says_how_many_files_changed_on_disk_since_the_last_sync(kw_works
     assert json.loads(run(capsys, "status", str(kw_workspace), "--json")[1])["changed_on_disk"] == 0
 
 
+def test_status_lists_plain_values_not_python_reprs(tmp_path: Path, capsys):
+    """`vectors` printed as Python's dict repr ({'embedded': 65, 'total': 65})."""
+    ws = tmp_path / "ws"
+    write(ws, "memory/a.md", "The payment service retries with exponential backoff.\n")
+    run(capsys, "index", str(ws))
+    code, out, _ = run(capsys, "status", str(ws))
+    assert code == 0 and re.search(r"\n +vectors: 1 of 1 chunks embedded\n", out), out
+    assert "{" not in out and "None" not in out
+
+
 def test_search_explain_lists_every_candidate(kw_workspace: Path, capsys):
     code, out, _ = run(capsys, "search", "payment thanh toán", str(kw_workspace), "--explain", "--fusion", "rrf")
     assert code == 0 and "citation" in out and "status" in out and "fusion=rrf" in out
