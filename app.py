@@ -19,6 +19,7 @@ from hybridmem.workbench import sidebar  # noqa: E402
 st.set_page_config(page_title="hybridmem workbench", page_icon=":material/manage_search:", layout="wide")
 
 SEARCH = "hybridmem/workbench/search.py"
+RRF_SIDE = ("Search inspector", "Fusion compare")  # pages that show RRF beside the sidebar's fusion: RRF k matters
 PAGES = [
     # Streamlit serves the default page at "/" whatever its url_path; a hidden twin keeps "/search" (the URL people
     # copy from the menu and share) from showing "Page not found"
@@ -34,5 +35,5 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-sidebar.render()
+sidebar.render(rrf_side=page.title in RRF_SIDE)
 page.run()

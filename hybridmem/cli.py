@@ -14,11 +14,12 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from hybridmem.commands import (
-    COMMANDS, Parser, command, counted, open_index, print_json, require_index, settings_of, storage_failure,
+    COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
 )
 from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.explain import fmt, print_explain
+from hybridmem.wording import counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from hybridmem.index import MemoryIndex

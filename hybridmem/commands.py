@@ -69,16 +69,6 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
 
 
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless ``n`` is 1 (the CLI's and the workbench's counts).
-
-    Example:
-        >>> counted(1, "file"), counted(0, "chunk")
-        ('1 file', '0 chunks')
-    """
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def settings_of(args: argparse.Namespace) -> Any:
     """The settings a command runs with: ``--config`` (else the workspace's ``hybridmem.toml``) over the defaults."""
     from hybridmem.config import load_settings

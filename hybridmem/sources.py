@@ -25,6 +25,7 @@ from hybridmem.config import SourcesConfig
 from hybridmem.records import Document
 from hybridmem.redaction import Redactor
 from hybridmem.sessions import NO_REDACTION, compile_redactions, parse_transcript, replace_surrogates
+from hybridmem.wording import counted, numbered
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
 ROOT_FILES = ("MEMORY.md", "memory.md")
@@ -317,7 +318,7 @@ def _nul_warning(text: str) -> str:
             lines.append(line)
         pos = text.find("\x00", pos + 1)
     more = "" if pos < 0 else " and later"
-    return f"{text.count(chr(0))} NUL byte(s) replaced by U+FFFD on line(s) {', '.join(map(str, lines))}{more}"
+    return f"{counted(text.count(chr(0)), 'NUL byte')} replaced by U+FFFD on {numbered('line', lines, more)}"
 
 
 _WIDE_BOMS = {b"\xff\xfe\x00\x00": "utf-32", b"\x00\x00\xfe\xff": "utf-32", b"\xff\xfe": "utf-16",
@@ -413,9 +414,10 @@ def _join(first: str, rest: str | None) -> str:
     return first + (f"; {rest}" if rest else "")
 
 
-def _surrogate_warning(lines: tuple[int, ...]) -> str:
-    shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
-    return f"lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) {shown}"
+def _surrogate_warning(lines: tuple[int, ...]) -> str:  # counted by line: the transcript keeps no count per line
+    more = f" and {len(lines) - 5} more" if len(lines) > 5 else ""
+    what = "a lone surrogate (a cut emoji?)" if len(lines) == 1 else "lone surrogates (cut emoji?)"
+    return f"{what} replaced by U+FFFD on {numbered('line', lines[:5], more)}"
 
 
 def load(sf: SourceFile, config: SourcesConfig | None = None, max_bytes: int | None = None) -> LoadResult:
@@ -428,7 +430,7 @@ def load(sf: SourceFile, config: SourcesConfig | None = None, max_bytes: int | N
     if sf.source == "sessions":
         tr = parse_transcript(split_lines(text), session_redactor(cfg))
         if tr.malformed:
-            warning = f"{tr.malformed} malformed JSONL line(s) skipped" + (f"; {warning}" if warning else "")
+            warning = f"{counted(tr.malformed, 'malformed JSONL line')} skipped" + (f"; {warning}" if warning else "")
         if tr.surrogate_lines:
             warning = _join(_surrogate_warning(tr.surrogate_lines), warning)
         doc = Document(
@@ -438,7 +440,7 @@ def load(sf: SourceFile, config: SourcesConfig | None = None, max_bytes: int | N
         return LoadResult(doc, warning, tr.malformed)
     text, bad = replace_surrogates(text)  # a decoded file holds none; kept for text handed in another way
     if bad:
-        warning = _join(f"{bad} lone surrogate(s) replaced by U+FFFD", warning)
+        warning = _join(f"{counted(bad, 'lone surrogate')} replaced by U+FFFD", warning)
     text = redact_memory_text(text, cfg)
     doc = Document(
         path=sf.path, text=text, source="memory", mtime=sf.mtime, date=date_from_path(sf.path),

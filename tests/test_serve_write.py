@@ -124,7 +124,7 @@ def test_a_stray_nul_on_disk_keeps_the_file_indexed_with_a_warning(ws: Path) -> 
     with contextlib.redirect_stdout(buf):
         assert cli_main(["index", str(ws), "--keyword-only", "--json"]) == 0
     warnings = json.loads(buf.getvalue())["warnings"]
-    assert "memory/stray.md: 1 NUL byte(s) replaced by U+FFFD on line(s) 4" in warnings
+    assert "memory/stray.md: 1 NUL byte replaced by U+FFFD on line 4" in warnings
     r = _call(ws, [("memory_search", {"query": "narwhal budget"}), ("memory_get", {"path": "memory/stray.md"})])
     assert r[0].structured_content["results"][0]["path"] == "memory/stray.md"
     assert r[1].structured_content["text"].endswith("broken\ufffdline here")

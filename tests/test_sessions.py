@@ -171,7 +171,7 @@ def test_malformed_lines_reported_in_sync(tmp_path: Path) -> None:
     (ws / "sessions" / "s.jsonl").write_text(msg("user", "hello there") + "\n{broken\n{\"also\": \n")
     with MemoryIndex(ws, embedder=HashEmbedder()) as idx:
         report = idx.sync()
-        assert report.warnings == ["sessions/s.jsonl: 2 malformed JSONL line(s) skipped"]
+        assert report.warnings == ["sessions/s.jsonl: 2 malformed JSONL lines skipped"]
         assert report.chunks == 1
 
 
@@ -296,7 +296,7 @@ def test_lone_surrogate_costs_nothing_but_a_warning(tmp_path: Path) -> None:
     with MemoryIndex(ws, settings=Settings().override(embedding={"provider": "none"}), embedder=None) as idx:
         report = idx.sync()
         assert (report.files, report.chunks) == (1, 1)
-        assert report.warnings == ["sessions/s.jsonl: lone surrogate(s) (a cut emoji?) replaced by U+FFFD on line(s) 2"]
+        assert report.warnings == ["sessions/s.jsonl: a lone surrogate (a cut emoji?) replaced by U+FFFD on line 2"]
         assert [h.citation for h in idx.search("zebras", min_score=0.0, answer_threshold=0.0).results] == ["sessions/s.jsonl#L1-L3"]
         assert [h.citation for h in idx.search("kafka", min_score=0.0, answer_threshold=0.0).results] == ["sessions/s.jsonl#L1-L3"]
         assert idx.get("sessions/s.jsonl", from_line=2, lines=1)["text"] == "Assistant: cut emoji \ufffd about zebras"

@@ -99,7 +99,7 @@ def _run_gate(args: argparse.Namespace) -> int:
     else:
         print("\n".join(res.lines))
         print(f"gate {'passed' if res.passed else 'FAILED'} in {res.seconds:.1f}s"
-              + (f": {len(res.failures)} metric(s) dropped beyond tolerance" if res.failures else ""))
+              + (f": {res.summary}" if res.failures else ""))
         for f in res.failures:
             print(f"regression: {f}", file=sys.stderr)
     return 0 if res.passed else 1

@@ -45,6 +45,7 @@ from hybridmem.embeddings import Embedder
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.eval.datasets import load_dataset
 from hybridmem.eval.runner import AUTO, Evaluator
+from hybridmem.wording import counted
 
 DEFAULT_TOLERANCE = 0.01
 WORKSPACE_CONFIG = "workspace"  # a config name: the ranking of the dataset's workspace's own hybridmem.toml
@@ -76,17 +77,44 @@ class Suite:
 
 @dataclass
 class GateResult:
-    """``values``: measured now; ``failures``: one line per metric that dropped beyond its tolerance."""
+    """``values``: measured now; ``failures``: one line per failure (a metric that dropped beyond its tolerance, a
+    baseline key no longer measured, a ``dataset/split`` measured on another number of queries); ``kinds``: how many
+    failures of each kind (``dropped``, ``unmeasured``, ``queries``; see :func:`check_baseline`)."""
 
     values: dict[str, float]
     tolerances: dict[str, float]
     failures: list[str]
     lines: list[str]
     seconds: float
+    kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def summary(self) -> str:
+        """What failed, in one line ("" when the gate passed): the labeled queries or the suite changed since the
+        baseline (update it on purpose), and how many metrics dropped beyond tolerance.
+
+        Example:
+            >>> GateResult({}, {}, ["a"], [], 1.0, {"dropped": 1}).summary
+            '1 metric dropped beyond tolerance'
+            >>> GateResult({}, {}, ["a"], [], 1.0, {"queries": 1}).summary
+            'the labeled queries changed since the baseline (added or removed): rerun with --update-baseline'
+        """
+        k = self.kinds
+        changed = []
+        if k.get("queries"):
+            changed.append("the labeled queries changed since the baseline (added or removed)")
+        if k.get("unmeasured"):
+            changed.append(f"{counted(k['unmeasured'], 'baseline metric')} no longer measured (the suite changed?)")
+        parts = [" and ".join(changed) + ": rerun with --update-baseline"] if changed else []
+        if k.get("dropped"):
+            parts.append(f"{counted(k['dropped'], 'metric')} dropped beyond tolerance")
+        if not parts and self.failures:
+            parts = [counted(len(self.failures), "failure")]
+        return "; ".join(parts)
 
 
 def is_workspace_suite(path: str | Path) -> bool:
@@ -181,12 +209,15 @@ def run_suite(suite: Suite, embedder: Embedder | None | str = AUTO, cache: str |
     return values, tolerances
 
 
-def check_baseline(values: dict[str, float], baseline: dict[str, Any],
-                   measured: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
+def check_baseline(values: dict[str, float], baseline: dict[str, Any], measured: dict[str, int] | None = None,
+                   kinds: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
     """``(failures, report lines)`` of ``values`` against a baseline mapping (see module doc); ``measured``: the
-    queries each ``dataset/split`` was measured on, checked against the baseline's own counts when it has them."""
+    queries each ``dataset/split`` was measured on, checked against the baseline's own counts when it has them;
+    ``kinds`` (when given) receives how many failures of each kind: ``dropped`` (beyond tolerance), ``unmeasured``
+    (in the baseline, not measured now), ``queries`` (measured on another number of queries)."""
     base = baseline.get("values", {})
     failures, lines = [], []
+    kinds = {} if kinds is None else kinds
     for key, v in values.items():
         if key not in base:
             lines.append(f"NEW   {key}: {v:.4f} (not in the baseline)")
@@ -195,6 +226,7 @@ def check_baseline(values: dict[str, float], baseline: dict[str, Any],
         if v < b - tol - 1e-12:
             msg = f"{key} dropped from {b:.4f} to {v:.4f} ({v - b:+.4f}, tolerance {tol})"
             failures.append(msg)
+            kinds["dropped"] = kinds.get("dropped", 0) + 1
             lines.append(f"FAIL  {msg}")
         else:
             lines.append(f"ok    {key}: {v:.4f} (baseline {b:.4f}, {v - b:+.4f})")
@@ -202,6 +234,7 @@ def check_baseline(values: dict[str, float], baseline: dict[str, Any],
         if key not in values:
             msg = f"{key} is in the baseline but was not measured (suite changed? rerun with --update-baseline)"
             failures.append(msg)
+            kinds["unmeasured"] = kinds.get("unmeasured", 0) + 1
             lines.append(f"FAIL  {msg}")
     for key, n in (measured or {}).items():  # the same figure over other queries is another figure
         was = baseline.get("queries", {}).get(key)
@@ -209,6 +242,7 @@ def check_baseline(values: dict[str, float], baseline: dict[str, Any],
             msg = (f"{key} was measured on {n} queries, the baseline on {was} (labels added or removed?): compare "
                    "like with like, rerun with --update-baseline")
             failures.append(msg)
+            kinds["queries"] = kinds.get("queries", 0) + 1
             lines.append(f"FAIL  {msg}")
     return failures, lines
 
@@ -245,5 +279,6 @@ def gate(suite_path: str | Path, baseline_path: str | Path | None, update: bool 
         baseline = json.loads(bpath.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise GateError(f"baseline {bpath} is not valid JSON: {exc}") from None
-    failures, lines = check_baseline(values, baseline, queries)
-    return GateResult(values, tols, failures, lines, time.perf_counter() - t0)
+    kinds: dict[str, int] = {}
+    failures, lines = check_baseline(values, baseline, queries, kinds)
+    return GateResult(values, tols, failures, lines, time.perf_counter() - t0, kinds)

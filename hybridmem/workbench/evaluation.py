@@ -32,6 +32,16 @@ def _save_current() -> None:
         st.session_state["eval_save_name"] = ""
 
 
+def _all_by_default(container, label: str, options: list[str], key: str) -> list[str]:  # noqa: ANN001
+    """A multiselect over ``options`` with every one chosen, and chosen again whenever the options change (another
+    dataset in the sidebar, other configs above): a choice made among other options would filter every row out."""
+    seen = f"_{key}_options"
+    if st.session_state.get(seen) != options or key not in st.session_state:
+        st.session_state[seen] = options
+        st.session_state[key] = list(options)
+    return container.multiselect(label, options, key=key)
+
+
 def render() -> None:
     st.title("Evaluation")
     name, dataset = labeled.require_dataset()
@@ -91,9 +101,8 @@ def render() -> None:
     per_query = labeled.per_query_frame(result, dataset)
     with tab_q:
         c1, c2, c3 = st.columns(3)
-        show_cfg = c1.multiselect("Configs", chosen, default=chosen, key="eval_q_configs")
-        cats = sorted(per_query["category"].unique())
-        show_cat = c2.multiselect("Categories", cats, default=cats, key="eval_q_cats")
+        show_cfg = _all_by_default(c1, "Configs", list(chosen), "eval_q_configs")
+        show_cat = _all_by_default(c2, "Categories", sorted(per_query["category"].unique()), "eval_q_cats")
         text = c3.text_input("Query text contains", key="eval_q_text")
         c1, c2 = st.columns(2)
         metric = c1.selectbox("Filter metric", metrics, key="eval_q_metric")

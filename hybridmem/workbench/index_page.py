@@ -7,13 +7,23 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
-from hybridmem.commands import counted
 from hybridmem.errors import HybridMemError
+from hybridmem.wording import counted
 from hybridmem.workbench import state, views
 
 
 def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "never"
+
+
+def _served(vector_search: str) -> str:
+    """Where vector queries are answered, in words ("memory" is the vectors' in-RAM copy, not the memory files)."""
+    return "in-RAM copy" + vector_search[len("memory"):] if vector_search.startswith("memory") else vector_search
+
+
+def _embedded_by(runtime: str) -> str:
+    """What embeds a query (a provider's runtime; e5's names queries and documents itself)."""
+    return f"embedding: {runtime}" if " for queries" in runtime else f"queries embedded by {runtime}"
 
 
 def render() -> None:
@@ -46,14 +56,16 @@ def render() -> None:
     cols[3].metric("Dims", status["dims"])
     cols = st.columns(4)
     cols[0].metric("Provider", status["provider"])
-    cols[1].metric("Model", status["model"] or "—")
-    cols[2].metric("Vector backend", status["vector_backend"], help=f"search: {status['vector_search']}, "
+    cols[1].metric("Vector backend", status["vector_backend"], help=f"search: {status['vector_search']}, "
                                                                    f"driver: {status['driver']}")
-    cols[3].metric("Queries served from", status["vector_search"],
-                   help="memory: an exact in-memory matrix; sqlite-vec: KNN in SQLite")
+    cols[2].metric("Vector search", _served(status["vector_search"]),
+                   help="in-RAM copy: an exact scan of the vectors copied into RAM (int8-bounded: int8 rows with "
+                        "error bounds, the close ones rescored in float, still exact); sqlite-vec: KNN in SQLite; "
+                        "quantized: an int8 pre-filter; pgvector: on the PostgreSQL server")
+    st.markdown(f"**Model** `{status['model'] or '—'}`")  # a metric cuts a model's name short
     st.caption(f"Last sync {_when(status['last_sync'])} · FTS tokenizer `{status['fts_tokenizer']}` · "
                f"settings hash `{status['settings_hash']}`"
-               + (f" · queries embedded by {status['query_embedding']}" if status.get("query_embedding") else ""))
+               + (f" · {_embedded_by(status['query_embedding'])}" if status.get("query_embedding") else ""))
     if status.get("vec_error"):
         st.warning(f"sqlite-vec unavailable ({status['vec_error']}): exact numpy search is used instead.")
     if status.get("fallback_reason"):

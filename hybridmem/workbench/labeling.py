@@ -69,15 +69,17 @@ def _edit_query(workspace: str, query_id: str, key: str) -> None:
 
 
 def hit_buttons(workspace: str, query: str, h: Hit, judgments: list[Judgment]) -> None:
-    """Relevant / not relevant buttons under one result (the hit's lines as evidence)."""
+    """Relevant / not relevant buttons under one result (the hit's lines as evidence), each as wide as its label (a
+    narrow card wraps them to the next line, never cuts a label short)."""
     j = judgment_for(h.path, h.start_line, h.end_line, judgments)
-    c1, c2, c3 = st.columns([1, 1, 3])
-    c1.button("Relevant", key=f"lab_hit_rel_{h.citation}", icon=":material/check:",
-              on_click=_judge, args=(workspace, query, h.path, (h.start_line, h.end_line), None, 1))
-    c2.button("Not relevant", key=f"lab_hit_not_{h.citation}", icon=":material/close:",
-              on_click=_judge, args=(workspace, query, h.path, (h.start_line, h.end_line), None, 0))
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button("Relevant", key=f"lab_hit_rel_{h.citation}", icon=":material/check:",
+               on_click=_judge, args=(workspace, query, h.path, (h.start_line, h.end_line), None, 1))
+    row.button("Not relevant", key=f"lab_hit_not_{h.citation}", icon=":material/close:",
+               on_click=_judge, args=(workspace, query, h.path, (h.start_line, h.end_line), None, 0))
     if j is not None:
-        c3.markdown(f"{GRADE_BADGE.get(j.grade, GRADE_BADGE[1])} `{j.path}#L{j.start_line}-L{j.end_line}`")
+        row.markdown(f"{GRADE_BADGE.get(j.grade, GRADE_BADGE[1])} `{j.path}#L{j.start_line}-L{j.end_line}`",
+                     width="content")
 
 
 def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None) -> None:
@@ -95,12 +97,17 @@ def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None
     judgments = store.judgments(labeled.id) if labeled else []
     left = unjudged(items, judgments)
     counts = store.counts()
+    st.markdown(f"Judging for the query **{views.literal(query.strip())}** "
+                + (f"(`{labeled.id}`)" if labeled else "(a new labeled query from the first judgment)"))
     c1, c2 = st.columns([5, 1])
     c1.caption(f"Pool: {views.count(len(items), 'chunk')} from the top {POOL_DEPTH} of {', '.join(configs)} · "
                f"**{left} still unjudged** · this workspace: {views.count(counts['labeled'], 'labeled query')}, "
                f"{views.count(counts['judgments'], 'judgment')} in `{Path(store.dir).name}/`")
-    c2.button("Undo", key="lab_undo", icon=":material/undo:", disabled=not store.can_undo(),
-              on_click=_undo, args=(workspace,))
+    undo = store.can_undo()
+    c2.button("Undo", key="lab_undo", icon=":material/undo:", disabled=not undo, on_click=_undo, args=(workspace,),
+              help=("Put this workspace's labels back as they were before their last change, whichever query it "
+                    "was for and wherever it was made: here, in Agent queries, by `hybridmem labels`, in an earlier "
+                    "session." if undo else "Nothing to undo: these labels have not changed."))
     for it in items:
         j = judgment_for(it.path, it.start_line, it.end_line, judgments)
         lines_key = _lines_key(query, it.citation)

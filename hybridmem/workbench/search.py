@@ -13,23 +13,36 @@ from hybridmem.errors import HybridMemError
 from hybridmem.workbench import labeling, state, views
 
 FUSION_NAMES = {"joint": "Joint model", "weighted": "Weighted sum", "rrf": "RRF"}
+TYPED = "(type your own)"
+
+
+def _follow_typed(texts: dict[str, str]) -> None:
+    """The Query box changed: the labeled-query selector shows the labeled query of that text, else "type your own"
+    (it never names a query other than the one searched, and labeled)."""
+    typed = st.session_state.get("inspector_query", "").strip()
+    label = next((label for label, text in texts.items() if text.strip() == typed), TYPED)
+    st.session_state["inspector_labeled"] = label
+    st.session_state["_inspector_default"] = texts.get(label, "")
 
 
 def _query_picker(dataset) -> tuple[str, str | None]:  # noqa: ANN001
     """The query text and, for a labeled dataset's own query, its id."""
     qid = None
     default = ""
+    texts: dict[str, str] = {}
     if dataset is not None:
         options = {f"{q.id} · {q.text}": q for q in dataset.queries}
-        label = st.selectbox("Labeled query", ["(type your own)", *options], index=1 if options else 0,
+        texts = {label: q.text for label, q in options.items()}
+        label = st.selectbox("Labeled query", [TYPED, *options], index=1 if options else 0,
                              key="inspector_labeled", help="Queries of the dataset, with their relevant units marked.")
         if label in options:
             qid, default = options[label].id, options[label].text
     if st.session_state.get("_inspector_default") != default:
         st.session_state["_inspector_default"] = default
         st.session_state["inspector_query"] = default
-    query = st.text_input("Query", key="inspector_query", placeholder="e.g. retry backoff for the payment processor")
-    if dataset is not None and query != default:
+    query = st.text_input("Query", key="inspector_query", placeholder="e.g. retry backoff for the payment processor",
+                          on_change=_follow_typed if texts else None, args=(texts,) if texts else None)
+    if dataset is not None and query.strip() != default.strip():
         qid = None
     return query, qid
 

@@ -131,8 +131,10 @@ def _on_fusion() -> None:
                                                           st.session_state[key("min_score")])
 
 
-def render_ranking() -> RankConfig:
-    """The ranking widgets; stores the resulting :class:`RankConfig` in session state and returns it."""
+def render_ranking(rrf_side: bool = True) -> RankConfig:
+    """The ranking widgets; stores the resulting :class:`RankConfig` in session state and returns it. ``rrf_side``:
+    the page shows RRF beside the sidebar's fusion (the search inspector, fusion compare), so RRF k matters there
+    under any fusion; elsewhere it is switched off unless the fusion is RRF."""
     presets = _presets()
     if key("fusion") not in st.session_state:
         st.session_state.setdefault(PRESET_KEY, "default")
@@ -149,8 +151,10 @@ def render_ranking() -> RankConfig:
     c1, c2 = sb.columns(2)
     c1.number_input("Vector weight", 0.0, 10.0, step=0.05, key=key("vector_weight"), format="%.2f")
     c2.number_input("Text weight", 0.0, 10.0, step=0.05, key=key("text_weight"), format="%.2f")
-    sb.slider("RRF k", 0, 200, key=key("rrf_k"),
-              help="RRF's k: used by RRF, and by the RRF side of the inspector and fusion compare.")
+    rrf = st.session_state[key("fusion")] == "rrf"
+    sb.slider("RRF k", 0, 200, key=key("rrf_k"), disabled=not (rrf or rrf_side),
+              help="RRF's k: read by RRF only." + ("" if rrf else " This fusion ignores it; it sets the RRF side of "
+                                                   "the search inspector's comparison and of fusion compare."))
     sb.slider("Max results", 1, 30, key=key("max_results"))
     sb.slider("Candidate multiplier", 1, 20, key=key("candidate_multiplier"),
               help="Each leg fetches max_results x multiplier candidates.")
@@ -251,12 +255,13 @@ def _keep() -> None:
     st.session_state[_KEPT_KEY] = {k: st.session_state[k] for k in _widget_keys() if k in st.session_state}
 
 
-def render() -> tuple[state.Source, RankConfig]:
-    """Draw the whole sidebar (first putting back any of its values a page switch dropped)."""
+def render(rrf_side: bool = True) -> tuple[state.Source, RankConfig]:
+    """Draw the whole sidebar (first putting back any of its values a page switch dropped); ``rrf_side``: the page
+    shows RRF beside the sidebar's fusion (see :func:`render_ranking`)."""
     _restore()
     source = render_source()
     _offer_workspace_preset(source)
-    cfg = render_ranking()
+    cfg = render_ranking(rrf_side)
     _keep()
     render_save(source, cfg)
     return source, cfg

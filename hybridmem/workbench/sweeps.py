@@ -17,7 +17,7 @@ import streamlit as st
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.workbench import labeled, sidebar, state
+from hybridmem.workbench import labeled, sidebar, state, views
 
 # name -> (label, slider bounds, integer?)
 PARAMS: dict[str, tuple[str, tuple[float, float], bool]] = {
@@ -95,6 +95,31 @@ def _sweep(name: str, key: str, params: dict[str, tuple], metrics: tuple[str, ..
                  split=None if split == "all" else split)
 
 
+def _split_picker(name: str, dataset: Any) -> str:
+    """Which queries choose the best point: train when the dataset has a train split (as ``hybridmem sweep`` and
+    ``--optimize`` choose, so the test queries stay unseen), else all of them; the default again on another dataset."""
+    options = [s for s in ("train", "all", "test") if s == "all" or s in dataset.splits]  # the default first
+    if st.session_state.get("_sweep_split_for") != name or st.session_state.get("sweep_split") not in options:
+        st.session_state["_sweep_split_for"] = name
+        st.session_state.pop("sweep_split", None)
+    return st.selectbox("Queries", options, key="sweep_split",
+                        help="The best point is chosen on these queries. Train keeps the test queries unseen, so the "
+                             "evaluation's test scores of the applied point stay fair.")
+
+
+def _split_note(dataset: Any, split: str) -> str:
+    """Which queries the best point was chosen on, and what that means for the evaluation afterwards."""
+    n = len(dataset.select(None if split == "all" else split).queries)
+    if split == "train":
+        return f"Best point chosen on the {views.count(n, 'train query')} (the test queries stay unseen)"
+    which = f"all queries ({views.count(n, 'query')})" if split == "all" else f"the {views.count(n, f'{split} query')}"
+    if "train" not in dataset.splits:
+        return (f"Best point chosen on {which}: this dataset has no train split, so the same queries that chose it "
+                "score it afterwards")
+    return (f"Best point chosen on {which}{', test included' if split == 'all' else ''}: the evaluation's test scores "
+            "of the applied point are optimistic (choose train to keep the test queries unseen)")
+
+
 def render() -> None:
     st.title("Sweeps")
     name, dataset = labeled.require_dataset()
@@ -107,8 +132,7 @@ def render() -> None:
         st.markdown("**Second parameter** (optional: heatmap)")
         p2, v2 = _axis("sweep2", "(none)", allow_none=True)
     with c3:
-        split = st.selectbox("Queries", [s for s in labeled.SPLITS if s == "all" or s in dataset.splits],
-                             key="sweep_split")
+        split = _split_picker(name, dataset)
         k = st.select_slider("Cutoff k", [1, 3, 5, 10, 20, 50, 100], value=10, key="sweep_k")
         metrics = labeled.metric_names(dataset, k, base.max_injected_chars)
         metric = st.selectbox("Metric", metrics, index=1, key="sweep_metric")
@@ -165,6 +189,7 @@ def render() -> None:
         c1.success(f"Best: {point} → {metric} {best[metric]:.4f} ({len(df)} points)", icon=":material/star:")
         c2.button("Apply best point to the sidebar", on_click=sidebar.apply, args=(best_changes,), key="sweep_apply",
                   type="primary")
+    st.caption(_split_note(dataset, split) + ".")
     with st.expander("All points"):
         st.dataframe(df, hide_index=True, key="sweep_table")
     st.caption(f"{len(df)} points ranked and scored in {elapsed:.2f}s over candidates retrieved once "

@@ -1,0 +1,27 @@
+"""Counts in words: a number and its noun in the right number, for every message the CLI, the workbench and the
+warnings print ("1 file", "2 files"; "line 4", "lines 4, 9")."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 (the CLI's and the workbench's counts).
+
+    Example:
+        >>> counted(1, "file"), counted(0, "chunk")
+        ('1 file', '0 chunks')
+    """
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def numbered(noun: str, numbers: Iterable[int], more: str = "") -> str:
+    """``noun`` and the numbers it names, plural unless there is one number and nothing ``more`` ("and later").
+
+    Example:
+        >>> numbered("line", [4]), numbered("line", [4, 9]), numbered("line", [4], " and later")
+        ('line 4', 'lines 4, 9', 'lines 4 and later')
+    """
+    shown = [str(x) for x in numbers]
+    return f"{noun}{'' if len(shown) == 1 and not more else 's'} {', '.join(shown)}{more}"
