@@ -263,21 +263,6 @@ class Watcher:
         for root in self.roots():
             self._observer.schedule(self._handler, str(root), recursive=True)
 
-    def _retry_later(self) -> None:
-        with self._cond:
-            if self._stop:
-                return
-            self._retry_wait = min(max(self._retry_wait * 2, self._retry_s[0]), self._retry_s[1])
-            if self._retry is not None:
-                self._retry.cancel()
-            self._retry = threading.Timer(self._retry_wait, self._retry_now)
-            self._retry.daemon = True
-            self._retry.start()
-
-    def _retry_now(self) -> None:
-        self.retries += 1
-        self.request()
-
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no debounce timer is armed and no sync is pending or running."""
         deadline = time.monotonic() + timeout
