@@ -10,10 +10,12 @@ def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1 (the CLI's and the workbench's counts).
 
     Example:
-        >>> counted(1, "file"), counted(0, "chunk")
-        ('1 file', '0 chunks')
+        >>> counted(1, "file"), counted(0, "chunk"), counted(2, "labeled query"), counted(3, "day")
+        ('1 file', '0 chunks', '2 labeled queries', '3 days')
     """
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{n} {noun}s"
 
 
 def numbered(noun: str, numbers: Iterable[int], more: str = "") -> str:

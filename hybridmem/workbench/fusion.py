@@ -11,6 +11,7 @@ import plotly.express as px
 import streamlit as st
 
 from hybridmem.workbench import labeled, state, views
+from hybridmem.wording import counted
 
 
 def render() -> None:
@@ -24,7 +25,7 @@ def render() -> None:
                          key="fusion_split")
     k = c2.select_slider("Cutoff k", [1, 3, 5, 10, 20, 50, 100], value=10, key="fusion_k")
     metrics = labeled.metric_names(dataset, k, cfg.max_injected_chars)
-    c3.caption(f"{dataset.name}: {views.count(len(dataset.queries), 'query')} ({dataset.kind} units). The "
+    c3.caption(f"{dataset.name}: {counted(len(dataset.queries), 'query')} ({dataset.kind} units). The "
                "sidebar's settings, with the fusion switched; keyword-only and vector-only take those presets' "
                "weights and min score.")
 
@@ -41,7 +42,7 @@ def render() -> None:
                                                                                  color="#d3f0d8"),
                  hide_index=True, key="fusion_means")
     st.markdown(f"**Against the sidebar's fusion, {cfg.fusion}** (paired t-test over "
-                f"{views.count(len(result.query_ids), 'query')}, "
+                f"{counted(len(result.query_ids), 'query')}, "
                 f"significant at p ≤ {comparison.max_p})")
     sig = labeled.significance_frame(comparison)
     st.dataframe(sig.style.format({"mean": "{:.3f}", "baseline_mean": "{:.3f}", "delta": "{:+.3f}",
@@ -60,7 +61,7 @@ def render() -> None:
     st.plotly_chart(fig, key="fusion_scatter")
     better = int((wide[y] > wide[x]).sum())
     worse = int((wide[y] < wide[x]).sum())
-    st.caption(f"{y} beats {x} on {views.count(better, 'query')}, loses on {worse}, "
+    st.caption(f"{y} beats {x} on {counted(better, 'query')}, loses on {worse}, "
                f"ties on {len(wide) - better - worse}.")
 
     st.subheader("One query")

@@ -18,6 +18,7 @@ from hybridmem.config import PRESETS, RankConfig
 from hybridmem.errors import HybridMemError
 from hybridmem.records import Ranking
 from hybridmem.workbench import state, views
+from hybridmem.wording import counted
 
 SPLITS = ("all", "test", "train")
 
@@ -49,11 +50,11 @@ def own_labels_note(dataset: Any) -> None:
     from hybridmem.eval.labels import MIN_SIGNIFICANT_QUERIES
 
     n = len(dataset.queries)
-    st.caption(f"This workspace's own labels: {views.count(n, 'labeled query')} "
+    st.caption(f"This workspace's own labels: {counted(n, 'labeled query')} "
                f"({sum(len(v) for v in dataset.qrels.values())} relevant spans). Label more in the search inspector "
                "or from Agent queries.")
     if n < MIN_SIGNIFICANT_QUERIES:
-        st.warning(f"Only {views.count(n, 'labeled query')}: with fewer than {MIN_SIGNIFICANT_QUERIES}, a "
+        st.warning(f"Only {counted(n, 'labeled query')}: with fewer than {MIN_SIGNIFICANT_QUERIES}, a "
                    "difference between configs is rarely significant. Treat these scores as a first look.",
                    icon=":material/warning:")
 

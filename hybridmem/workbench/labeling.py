@@ -18,6 +18,7 @@ from hybridmem.eval.labels import (
 from hybridmem.index import MemoryIndex
 from hybridmem.records import Hit
 from hybridmem.workbench import state, views
+from hybridmem.wording import counted
 
 GRADE_BADGE = {0: ":red-badge[not relevant]", 1: ":green-badge[relevant]", 2: ":green-badge[highly relevant]"}
 
@@ -100,9 +101,9 @@ def render_pool(idx: MemoryIndex, query: str, cfg: RankConfig, now: float | None
     st.markdown(f"Judging for the query **{views.literal(query.strip())}** "
                 + (f"(`{labeled.id}`)" if labeled else "(a new labeled query from the first judgment)"))
     c1, c2 = st.columns([5, 1])
-    c1.caption(f"Pool: {views.count(len(items), 'chunk')} from the top {POOL_DEPTH} of {', '.join(configs)} · "
-               f"**{left} still unjudged** · this workspace: {views.count(counts['labeled'], 'labeled query')}, "
-               f"{views.count(counts['judgments'], 'judgment')} in `{Path(store.dir).name}/`")
+    c1.caption(f"Pool: {counted(len(items), 'chunk')} from the top {POOL_DEPTH} of {', '.join(configs)} · "
+               f"**{left} still unjudged** · this workspace: {counted(counts['labeled'], 'labeled query')}, "
+               f"{counted(counts['judgments'], 'judgment')} in `{Path(store.dir).name}/`")
     undo = store.can_undo()
     c2.button("Undo", key="lab_undo", icon=":material/undo:", disabled=not undo, on_click=_undo, args=(workspace,),
               help=("Put this workspace's labels back as they were before their last change, whichever query it "

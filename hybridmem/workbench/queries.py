@@ -13,6 +13,7 @@ from hybridmem.eval.labels import LabelStore, judgment_for
 from hybridmem.eval.labelsources import Suggestion, logged_queries
 from hybridmem.querylog import log_path
 from hybridmem.workbench import state, views
+from hybridmem.wording import counted
 
 SHOWN = 100
 
@@ -70,7 +71,7 @@ def render() -> None:
             badge = (f":green-badge[labeled: {sum(j.grade > 0 for j in js)} relevant]" if lq is not None
                      else ":gray-badge[not labeled]")
             st.markdown(f"**{views.literal(q.query)}** {badge}  \n<small>{views.literal(q.time)} · "
-                        f"{views.literal(q.client)} · {views.count(len(q.results), 'result')}</small>",
+                        f"{views.literal(q.client)} · {counted(len(q.results), 'result')}</small>",
                         unsafe_allow_html=True)
             for k, s in enumerate(q.suggestions):
                 a, b = st.columns([5, 1], vertical_alignment="center")

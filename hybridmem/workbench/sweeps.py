@@ -17,7 +17,8 @@ import streamlit as st
 
 from hybridmem.config import RankConfig
 from hybridmem.errors import HybridMemError
-from hybridmem.workbench import labeled, sidebar, state, views
+from hybridmem.workbench import labeled, sidebar, state
+from hybridmem.wording import counted
 
 # name -> (label, slider bounds, integer?)
 PARAMS: dict[str, tuple[str, tuple[float, float], bool]] = {
@@ -111,8 +112,8 @@ def _split_note(dataset: Any, split: str) -> str:
     """Which queries the best point was chosen on, and what that means for the evaluation afterwards."""
     n = len(dataset.select(None if split == "all" else split).queries)
     if split == "train":
-        return f"Best point chosen on the {views.count(n, 'train query')} (the test queries stay unseen)"
-    which = f"all queries ({views.count(n, 'query')})" if split == "all" else f"the {views.count(n, f'{split} query')}"
+        return f"Best point chosen on the {counted(n, 'train query')} (the test queries stay unseen)"
+    which = f"all queries ({counted(n, 'query')})" if split == "all" else f"the {counted(n, f'{split} query')}"
     if "train" not in dataset.splits:
         return (f"Best point chosen on {which}: this dataset has no train split, so the same queries that chose it "
                 "score it afterwards")

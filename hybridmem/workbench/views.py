@@ -32,13 +32,6 @@ def fail(message: str) -> None:
     st.stop()
 
 
-def count(n: int, noun: str) -> str:
-    """``1 query``, ``2 queries``, ``1 chunk``, ``0 chunks``: the count and the noun in its number."""
-    if n == 1:
-        return f"{n} {noun}"
-    return f"{n} {noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{n} {noun}s"
-
-
 def literal(text: str) -> str:
     r"""``text`` shown as typed inside Markdown (``unsafe_allow_html`` or not): HTML escaped, and every character
     Markdown, LaTeX or Streamlit's ``:badge[...]``/``:emoji:`` directives read backslash-escaped.
