@@ -122,10 +122,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for k, v in status.items():
             if k == "last_sync" and v:
                 v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
-            elif k == "vectors" and isinstance(v, dict):
-                v = f"{v.get('embedded', 0):,} of {v.get('total', 0):,} chunks embedded"
-            elif isinstance(v, dict):  # not Python's repr in a plain listing
-                v = ", ".join(f"{kk} {vv}" for kk, vv in v.items()) or "-"
+            elif k == "vectors" and v:  # not Python's repr of the dict in a plain listing
+                v = f"{v['embedded']:,} of {v['total']:,} chunks embedded"
             print(f"{k:>16}: {'-' if v is None else v}")
     if status.get("changed_on_disk"):
         print(f"note: {counted(status['changed_on_disk'], 'file')} changed on disk since the last sync; "

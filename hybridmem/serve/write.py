@@ -258,7 +258,7 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
             why = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
             watcher = service.watcher
             if watcher is not None:  # its syncs are tried again until the store answers (watch.SyncCoordinator)
-                watcher.coordinator.request()
+                watcher.notify()
             later = ("this server indexes it as soon as the index can be written again" if watcher is not None
                      else "the next sync indexes it (this server does not watch: the next memory_write or "
                           "`hybridmem index`)")
