@@ -233,20 +233,20 @@ def _sync_unless_busy(idx: Any) -> None:
 @command("recall")
 def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
-    from hybridmem.tools import recall
+    from hybridmem.tools import recall_context
 
     if not args.sync:
         require_index(args)
     with open_index(args) as idx:
         if args.sync:
             _sync_unless_busy(idx)
-        block = recall(idx, args.message)
+        block, why = recall_context(idx, args.message)
     if args.json:
-        print_json({"message": args.message, "context": block, "injected": bool(block)})
+        print_json({"message": args.message, "context": block, "injected": bool(block), "why_not": why or None})
     elif block:
         print(block)
     else:
-        print("(nothing relevant: nothing injected)", file=sys.stderr)
+        print(f"({why})", file=sys.stderr)
     return 0
 
 

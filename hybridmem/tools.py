@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
+from hybridmem.config.chatter import CHATTER_CHARS, chatter_model
+from hybridmem.embeddings.base import encoder_query
 from hybridmem.errors import ArgumentError, HybridMemError
 from hybridmem.searching import NOTHING_SEARCHED, missing_session
 from hybridmem.sources import SOURCES
@@ -74,19 +76,49 @@ RECALL_HEADER = "Possibly relevant memories (cite as path#lines):"
 
 def recall(index: Any, message: str, config: Any = None, **scope: Any) -> str:
     """A context block of the memories relevant to ``message``, to prepend to an agent's prompt before it starts
-    (the reference's ``prependContext``): the passing hits of ``index.search`` with their citations, less those under
-    ``recall_floor`` x the first hit's score, clamped to ``max_injected_chars`` (0: no cap), or ``""`` when nothing
-    passes. ``scope``: as ``search``. The
-    ``hybridmem recall`` command and the MCP ``recall`` prompt both give this.
+    (the reference's ``prependContext``), or ``""`` when nothing passes (:func:`recall_context`, which also says
+    why). The ``hybridmem recall`` command and the MCP ``recall`` prompt both give this.
 
     Example:
         >>> recall(MemoryIndex("datasets/demo-memory/workspace"), "how do I repot an orchid")  # doctest: +SKIP
         ''
     """
+    return recall_context(index, message, config, **scope)[0]
+
+
+RECALL_CHATTER = "a chat message that asks nothing, like thanks or ok: nothing injected"
+RECALL_NOTHING = "nothing relevant: nothing injected"
+
+
+def recall_context(index: Any, message: str, config: Any = None, **scope: Any) -> tuple[str, str]:
+    """``(block, why)``: the passing hits of ``index.search`` with their citations, less those under
+    ``recall_floor`` x the first hit's score, clamped to ``max_injected_chars`` (0: no cap); or ``""`` and why
+    nothing was injected: :data:`RECALL_CHATTER` for a message the embedding model's chatter filter reads as chat
+    (:mod:`hybridmem.config.chatter`; not searched at all), else :data:`RECALL_NOTHING`. ``scope``: as ``search``."""
+    if is_chatter(index, message):
+        return "", RECALL_CHATTER
     resp = index.search(message, config=config, **scope)
     floor = resp.config.recall_floor * resp.results[0].final_score if resp.results else 0.0
-    return recall_block([(h.citation, h.final_score, h.snippet) for i, h in enumerate(resp.results)
-                         if i == 0 or h.final_score >= floor], resp.config.max_injected_chars)
+    block = recall_block([(h.citation, h.final_score, h.snippet) for i, h in enumerate(resp.results)
+                          if i == 0 or h.final_score >= floor], resp.config.max_injected_chars)
+    return block, "" if block else RECALL_NOTHING
+
+
+def is_chatter(index: Any, message: str) -> bool:
+    """Whether ``message`` is a chat message that asks nothing, as the chatter filter fitted for ``index``'s
+    embedding model reads its query vector (False where no filter was fitted, no model loads, or it fails)."""
+    text = message.strip()
+    if not text or len(text) > CHATTER_CHARS:
+        return False
+    embedder = index.embedder
+    fit = chatter_model(getattr(embedder, "model", "")) if embedder is not None else None
+    if fit is None:
+        return False
+    try:
+        vector = embedder.embed_query(encoder_query(text))
+    except Exception:  # noqa: BLE001 - the search that follows says what failed
+        return False
+    return fit.is_chatter(text, vector)
 
 
 def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:

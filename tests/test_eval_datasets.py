@@ -90,6 +90,20 @@ def test_all_eleven_xquad_languages_load():
     assert len(names) == 11 and all(len(load_dataset(n).select("test").queries) == 300 for n in names)
 
 
+def test_chatter_counts():
+    """datasets/chatter (the recall block's chatter filter): the test split's chat messages are in other languages
+    than the train split's (English aside: phrasings the train split does not hold)."""
+    from hybridmem.eval.datasets.base import data_dir, read_jsonl
+
+    rows = read_jsonl(data_dir("chatter") / "chatter.jsonl")
+    assert Counter((r["kind"], r["split"]) for r in rows) == {("chatter", "train"): 185, ("chatter", "test"): 202,
+                                                              ("topic", "train"): 59, ("topic", "test"): 47}
+    langs = {s: {r["lang"] for r in rows if r["kind"] == "chatter" and r["split"] == s} for s in ("train", "test")}
+    assert len(langs["train"] | langs["test"]) == 17 and langs["train"] & langs["test"] == {"en"}
+    train = {r["text"].lower() for r in rows if r["split"] == "train"}
+    assert not [r["text"] for r in rows if r["split"] == "test" and r["text"].lower() in train]
+
+
 def test_demo_counts():
     ds = load_dataset("demo")
     assert len(ds.queries) == 80

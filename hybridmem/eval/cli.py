@@ -157,6 +157,27 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_chatter(args: argparse.Namespace) -> int:
+    """Fit the recall block's chatter filter per model (hybridmem/eval/chatter.py) and print what it scored."""
+    from hybridmem.embeddings import create_embedder
+    from hybridmem.eval.chatter import fit_chatter, render, write_fits
+
+    fits = []
+    for provider in args.models:
+        s = _settings(args).override(embedding={"provider": provider})
+        embedder = create_embedder(s.embedding).embedder
+        if embedder is None:
+            raise HybridMemError(f"embedding provider {provider!r} did not load: nothing to fit")
+        fit = fit_chatter(embedder, progress=not args.json)
+        print(render(fit))
+        if fit.usable:
+            fits.append(fit.chatter)
+    if args.write and fits:
+        write_fits(fits)
+        print(f"wrote hybridmem/data/chatter.json ({', '.join(f.model for f in fits)})", file=sys.stderr)
+    return 0
+
+
 @command("eval")
 def cmd_eval(args: argparse.Namespace) -> int:
     """Score ranking configs on a labeled dataset, run the CI gate, measure abstention or fit the calibration."""
@@ -166,6 +187,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _run_abstention(args)
     if args.action == "calibrate":
         return _run_calibrate(args)
+    if args.action == "chatter":
+        return _run_chatter(args)
     return _run_eval(args)
 
 
@@ -279,9 +302,10 @@ def _common(sp: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any) -> None:
     sp = sub.add_parser("eval", help="evaluate ranking configs on labeled data; 'eval gate' runs the CI gate")
-    sp.add_argument("action", nargs="?", choices=["gate", "abstention", "calibrate"], default=None,
-                    help="gate: the regression gate; abstention: no-answer sets and the min_score curve; "
-                         "calibrate: fit the calibrations on train splits")
+    sp.add_argument("action", nargs="?", choices=["gate", "abstention", "calibrate", "chatter"],
+                    default=None, help="gate: the regression gate; abstention: no-answer sets and the min_score "
+                                       "curve; calibrate: fit the calibrations on train splits; chatter: fit the "
+                                       "recall block's chatter filter")
     _common(sp)
     sp.add_argument("--split", default="test", help="train, test or all (default test)")
     sp.add_argument("--config", nargs="+", action="extend", default=None, metavar="NAME",
@@ -299,8 +323,9 @@ def add_parsers(sub: Any) -> None:
                     help="gate: baseline JSON (a workspace's default: WORKSPACE/.hybridmem-labels/baseline.json)")
     sp.add_argument("--update-baseline", dest="update_baseline", action="store_true",
                     help="gate: rewrite the baseline with today's values")
-    sp.add_argument("--models", nargs="+", default=["local", "e5"], help="calibrate: embedding providers to fit")
-    sp.add_argument("--write", action="store_true", help="calibrate: write the fitted numbers into the config")
+    sp.add_argument("--models", nargs="+", default=["local", "e5"], help="calibrate, chatter: embedding providers to fit")
+    sp.add_argument("--write", action="store_true",
+                    help="calibrate, chatter: write the fitted numbers into the config")
     sp.add_argument("--decisions", action="store_true",
                     help="calibrate: fit the order (joint model), the answer gates and the threshold instead")
 

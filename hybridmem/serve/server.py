@@ -197,7 +197,8 @@ def build_server(service: MemoryService, allow_write: bool = False) -> Server[An
 
 RECALL_PROMPT_NAME = "recall"
 RECALL_PROMPT_DESCRIPTION = ("Memories relevant to a message, as a context block with path#line citations to put "
-                             "before it; no messages at all when nothing relevant is in memory.")
+                             "before it; no messages at all when nothing relevant is in memory or the message is "
+                             "chat that asks nothing (thanks, ok).")
 
 
 def recall(service: MemoryService, message: str) -> str:
