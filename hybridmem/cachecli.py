@@ -1,10 +1,12 @@
-"""``hybridmem cache stats|prune``: the user-level embedding cache shared by every workspace and checkout.
+"""``hybridmem cache stats|prune``: the user-level embedding cache shared by every workspace and checkout, and
+beside it the answer gate's token states of passages (``tokens.sqlite``, capped at 512 MB or the embedding cache's cap
+if lower; :mod:`hybridmem.store.shared_cache`).
 
 Examples::
 
-    hybridmem cache stats                 # where it is, rows and bytes per model, the cap
-    hybridmem cache prune --max-mb 500    # least recently used rows first, down to 500 MB
-    hybridmem cache prune --older-than 90 # rows no sync has read for 90 days
+    hybridmem cache stats                 # where they are, rows and bytes per model, the caps
+    hybridmem cache prune --max-mb 500    # least recently used rows first, down to 500 MB (each file)
+    hybridmem cache prune --older-than 90 # rows no sync or search has read for 90 days
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from hybridmem.commands import command, print_json
 from hybridmem.config import load_settings
 from hybridmem.errors import ArgumentError
-from hybridmem.store.shared_cache import SharedCache, default_path
+from hybridmem.store.shared_cache import TOKENS_FILENAME, SharedCache, default_path, tokens_cap_mb
 
 
 def add_parsers(sub: Any) -> None:
@@ -46,7 +48,32 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise ArgumentError(f"{flag} must be a number >= 0, got {value:g}; nothing was pruned")
     cfg = load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None)).embedding
-    cache = SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20)
+    out = _one(args, SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20))
+    out["tokens"] = _one(args, SharedCache(default_path(cfg.shared_cache_dir, TOKENS_FILENAME),
+                                           tokens_cap_mb(cfg) << 20))
+    if not cfg.shared_cache:
+        out["note"] = "embedding.shared_cache = false: syncs and searches neither read nor write these caches"
+    if args.json:
+        print_json(out)
+        return 0
+    for part, rows in ((out, "vectors"), (out["tokens"], "passages' token states")):
+        if "removed" in part:
+            print(f"pruned {part['removed']:,} rows ({_mb(part['freed_bytes'])})")
+        print(f"{part['path']}: {part['rows']:,} {rows}, {_mb(part['bytes'])} (cap {_mb(part['max_bytes'])}; file "
+              f"{_mb(part['file_bytes'])})")
+        for m in part["models"]:
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(m["last_used"])) if m["last_used"] else "-"
+            print(f"  {m['provider']} {m['model']} {m['provider_key']} weights {m['weights'] or '-'}: {m['rows']:,} "
+                  f"{rows}, {_mb(m['bytes'])}, last used {used}")
+    for key in ("error", "note"):
+        for part in (out, out["tokens"]):
+            if part.get(key):
+                print(f"note: {part[key]}", file=sys.stderr)
+    return 0
+
+
+def _one(args: argparse.Namespace, cache: SharedCache) -> dict[str, Any]:
+    """One cache file's stats, after pruning it when ``args.action`` is prune."""
     try:
         out: dict[str, Any] = {}
         if args.action == "prune":
@@ -59,20 +86,4 @@ def cmd_cache(args: argparse.Namespace) -> int:
         out.update(cache.stats())
     finally:
         cache.close()
-    if not cfg.shared_cache:
-        out["note"] = "embedding.shared_cache = false: syncs neither read nor write this cache"
-    if args.json:
-        print_json(out)
-        return 0
-    if "removed" in out:
-        print(f"pruned {out['removed']:,} rows ({_mb(out['freed_bytes'])})")
-    print(f"{out['path']}: {out['rows']:,} vectors, {_mb(out['bytes'])} (cap {_mb(out['max_bytes'])}; file "
-          f"{_mb(out['file_bytes'])})")
-    for m in out["models"]:
-        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(m["last_used"])) if m["last_used"] else "-"
-        print(f"  {m['provider']} {m['model']} {m['provider_key']} weights {m['weights'] or '-'}: {m['rows']:,} "
-              f"vectors, {_mb(m['bytes'])}, last used {used}")
-    for key in ("error", "note"):
-        if out.get(key):
-            print(f"note: {out[key]}", file=sys.stderr)
-    return 0
+    return out

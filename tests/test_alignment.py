@@ -114,6 +114,53 @@ def test_aligner_reads_each_passage_once() -> None:
     assert Aligner(lambda *a: None).scores("q", ["a"]) is None
 
 
+def test_a_new_aligner_reads_what_an_earlier_process_read_from_the_shared_cache(tmp_path: Path, e5: E5Embedder
+                                                                              ) -> None:
+    """A search in a new process (a CLI call, the workbench's first page) finds the passages' token states an earlier
+    one stored in the user cache's token file, and aligns exactly as a fresh read: the same float16 states."""
+    from hybridmem.store.shared_cache import SharedCache
+
+    question, answer, other = CASES["vi"]
+    shared = (SharedCache(tmp_path / "tokens.sqlite"), ("e5-tokens", E5, "k/510", "w"))
+    first = Aligner(e5.token_states, shared=shared)
+    fresh = first.scores(question, [answer, other])
+    assert first.passages_read == 2 and shared[0].stats()["rows"] == 2
+    read: list[str] = []
+
+    def counting(texts, is_query, max_tokens):  # noqa: ANN001, ANN202
+        read.extend([] if is_query else texts)
+        return e5.token_states(texts, is_query, max_tokens)
+
+    second = Aligner(counting, shared=shared)  # another process: an empty memory copy
+    assert second.scores(question, [other, answer]) == fresh and read == [] and second.passages_read == 0
+    third = Aligner(counting, shared=(shared[0], ("e5-tokens", E5, "k/510", "other weights")))
+    assert third.scores(question, [answer]) is not None and read == [answer]  # other weights: not read from the cache
+    (tmp_path / "a-file").write_text("")  # a cache that cannot be opened is skipped
+    broken = Aligner(e5.token_states, shared=(SharedCache(tmp_path / "a-file" / "x.sqlite"), shared[1]))
+    assert broken.scores(question, [answer, other]) == fresh
+
+
+def test_a_search_in_a_new_index_object_reads_no_passage_an_earlier_one_read(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the facade, as two CLI calls would: the second search's passages come from the user cache's token
+    file and its answer is the first one's to the last digit."""
+    monkeypatch.setenv("HYBRIDMEM_CACHE_DIR", str(tmp_path / "uc"))
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for lang, (_, answer, other) in CASES.items():
+        (ws / "memory" / f"{lang}.md").write_text(f"# {lang}\n\n{answer}\n\n{other}\n", encoding="utf-8")
+    settings = Settings().override(embedding={"provider": "e5"})
+    got = []
+    for _ in range(2):
+        with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=settings) as idx:
+            idx.sync()
+            r = idx.search(CASES["zh"][0])
+            got.append((r.ranking.answer_probability, [(h.citation, h.final_score) for h in r.results],
+                        idx.retriever._aligner[1].passages_read))  # noqa: SLF001 - what the encoder read
+    assert got[0][:2] == got[1][:2] and got[0][2] > 0 and got[1][2] == 0
+    assert (tmp_path / "uc" / "tokens.sqlite").stat().st_size > 0
+
+
 def test_aligner_keeps_at_most_its_byte_budget() -> None:
     aligner = Aligner(lambda texts, *_: [_states([0, 1, 2, 3][:len(t)]) for t in texts], cache_bytes=20)
     aligner.scores("q", ["aa", "bbb"])  # float16 4-dim vectors: 16 and 24 bytes

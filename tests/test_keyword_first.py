@@ -222,8 +222,11 @@ def test_cache_cli_stats_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture
     st = json.loads(capsys.readouterr().out)
     assert st["path"] == str(tmp_path / "uc" / "embeddings.sqlite") and st["rows"] == chunks
     assert st["models"][0]["model"] == "hash-v1"
+    assert st["tokens"]["path"] == str(tmp_path / "uc" / "tokens.sqlite") and st["tokens"]["rows"] == 0
+    assert st["tokens"]["max_bytes"] == 512 << 20  # its own cap, under the embedding cache's 2 GB
     assert cli_main(["cache", "stats"]) == 0
-    assert f"{chunks:,} vectors" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert f"{chunks:,} vectors" in text and "tokens.sqlite: 0 passages' token states" in text
     for bad in (["--max-mb=-5"], ["--max-mb", "nan"], ["--max-mb", "inf"], ["--older-than=-1"]):  # a typo prunes nothing
         assert cli_main(["cache", "prune", *bad]) == 2
         err = capsys.readouterr().err

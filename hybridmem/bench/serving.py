@@ -4,7 +4,10 @@ On a copy of the demo workspace (``datasets/demo-memory/workspace``), indexed on
 
 * ``serving_cli_oneshot_s``: wall time of ``hybridmem search`` in a fresh process (median of 10, OS cache warm),
   beside ``serving_cli_oneshot_noalign_s``, the same with ``[embedding] token_alignment = false`` (the answer gate's
-  token alignment loads an encoder session and reads the top passages);
+  token alignment loads an encoder session and reads the top passages), and ``serving_cli_oneshot_uncached_s``, the
+  same with ``[embedding] shared_cache = false``: every run reads its top passages through the encoder again instead
+  of finding the token states an earlier process stored in the user cache's ``tokens.sqlite`` (the in-process
+  searches before them stored every query's);
 * ``serving_mcp_first_answer_s``: from spawning ``hybridmem mcp`` to the first ``memory_search`` answer over stdio
   (median of 3), beside ``serving_mcp_first_full_s``, the first answer that used the embedding model;
 * ``serving_{stdio,http}_p50_ms`` / ``_p95_ms``: warm round trips of ``memory_search`` through the SDK's client;
@@ -68,6 +71,10 @@ def run(opts: BenchOptions) -> dict[str, float]:
             shutil.copytree(ws, plain)
             (plain / "hybridmem.toml").write_text("[embedding]\ntoken_alignment = false\n", encoding="utf-8")
             out["serving_cli_oneshot_noalign_s"] = _oneshot(plain, reps)
+            uncached = Path(tmp) / "uncached"
+            shutil.copytree(ws, uncached)
+            (uncached / "hybridmem.toml").write_text("[embedding]\nshared_cache = false\n", encoding="utf-8")
+            out["serving_cli_oneshot_uncached_s"] = _oneshot(uncached, reps)
         firsts = [asyncio.run(_first_answer(ws, keyword)) for _ in range(1 if opts.quick else 3)]
         out["serving_mcp_first_answer_s"] = statistics.median(f[0] for f in firsts)
         if not keyword:

@@ -120,7 +120,8 @@ class EmbeddingConfig:
     # The user-level embedding cache shared by every workspace, eval dataset and checkout (keyed by provider, model,
     # provider key, model file hash and text hash), in $HYBRIDMEM_CACHE_DIR, else shared_cache_dir, else
     # $XDG_CACHE_HOME/hybridmem, else ~/.cache/hybridmem; least recently used rows go first past the cap. The same
-    # folder holds e5's ONNX graph and the language identifier's tables, built once per version.
+    # folder holds e5's ONNX graph and the language identifier's tables, built once per version, and the answer
+    # gate's token states of the passages searches read (tokens.sqlite, its own cap of 512 MB; off with the rest).
     shared_cache: bool = True
     shared_cache_dir: str = ""
     shared_cache_max_mb: int = 2048

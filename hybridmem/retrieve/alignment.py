@@ -22,7 +22,10 @@ Read over :data:`DEPTH` passages from the top of each leg (the same ones whichev
 its first :data:`MAX_TOKENS` tokens (the encoder's whole window: an answer may lie late in a long chunk), the query
 to :data:`QUERY_TOKENS`. The token states are e5's (its fast path): the embedder's own when it is e5, the bundled
 e5's when the vector leg's model gives none but has an aligned gate (all-MiniLM-L6-v2; ``Retriever.align``);
-otherwise ``Candidates.alignment`` stays None and the gate without it decides. Each read passage's own mean goes to
+otherwise ``Candidates.alignment`` stays None and the gate without it decides. A passage's states are kept in
+memory (:class:`Aligner`) and, where the shared cache is on, in the user cache's ``tokens.sqlite``
+(:mod:`hybridmem.store.shared_cache`), keyed by the model's weights and the passage's text, stored as the memory copy
+holds them (float16), so a cached passage aligns exactly as a fresh one. Each read passage's own mean goes to
 ``Candidates.passage_alignment``, which the order reads (``align_lift``, :mod:`hybridmem.ranking.joint`). Chosen on
 train splits, measured on test ones (``docs/ranking.md``).
 
@@ -49,9 +52,10 @@ import numpy as np
 
 from hybridmem.embeddings.base import TokenStates, encoder_query
 from hybridmem.records import Candidates
+from hybridmem.store.shared_cache import CacheKey, SharedCache
 
 __all__ = ["CACHE_BYTES", "CACHE_PASSAGES", "DEPTH", "MAX_TOKENS", "QUERY_TOKENS", "Aligner", "align_passages",
-           "align_scores", "top_passages"]
+           "align_scores", "pack_states", "top_passages", "unpack_states"]
 
 DEPTH = 3  # passages from the top of each leg
 MAX_TOKENS = 510  # a passage's first tokens read: all e5 reads at once (512 positions less two markers)
@@ -105,15 +109,42 @@ def align_scores(query: TokenStates,
     return align_passages(query, passages)[0]
 
 
+def pack_states(states: TokenStates) -> bytes:
+    """One passage's token states as bytes (token count and dimensions, ids, weights, float16 vectors), for the
+    shared cache.
+
+    Example:
+        >>> s = TokenStates(np.eye(2, 3, dtype=np.float16), np.array([7, 9], np.int32), np.array([1.5, 2.0], np.float32))
+        >>> back = unpack_states(pack_states(s))
+        >>> back.vectors.tolist(), back.ids.tolist(), back.weights.tolist()
+        ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [7, 9], [1.5, 2.0])
+    """
+    n, dims = np.asarray(states.vectors).reshape(len(states.ids), -1).shape
+    return (np.array([n, dims], np.int32).tobytes() + np.asarray(states.ids, np.int32).tobytes()
+            + np.asarray(states.weights, np.float32).tobytes() + np.asarray(states.vectors, np.float16).tobytes())
+
+
+def unpack_states(blob: bytes) -> TokenStates:
+    """:func:`pack_states` undone."""
+    n, dims = (int(x) for x in np.frombuffer(blob, np.int32, 2))
+    ids = np.frombuffer(blob, np.int32, n, 8)
+    weights = np.frombuffer(blob, np.float32, n, 8 + 4 * n)
+    return TokenStates(np.frombuffer(blob, np.float16, n * dims, 8 + 8 * n).reshape(n, dims), ids, weights)
+
+
 class Aligner:
     """Computes ``Candidates.alignment`` with ``token_states`` (an embedder's), remembering recent passages' states
-    (a memory's top passages recur across queries) up to :data:`CACHE_PASSAGES` of them and :data:`CACHE_BYTES`."""
+    (a memory's top passages recur across queries) up to :data:`CACHE_PASSAGES` of them and :data:`CACHE_BYTES`;
+    ``shared``: the user cache's token file and the key of the model reading them (None: memory only), asked before
+    the encoder and given what it reads."""
 
-    def __init__(self, token_states: ReadTokens, cache: int = CACHE_PASSAGES, cache_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, token_states: ReadTokens, cache: int = CACHE_PASSAGES, cache_bytes: int = CACHE_BYTES,
+                 shared: tuple[SharedCache, CacheKey] | None = None) -> None:
         self._states = token_states
         self._cache: OrderedDict[str, TokenStates] = OrderedDict()
         self._size, self._budget, self.cached_bytes = cache, cache_bytes, 0
         self._lock = threading.Lock()
+        self._shared = shared
         self.passages_read = 0  # passages run through the encoder (cache misses)
 
     def _passages(self, texts: Sequence[str]) -> list[TokenStates] | None:
@@ -124,17 +155,25 @@ class Aligner:
                 self._cache.move_to_end(k)
         missing = list(dict.fromkeys(k for k in keys if k not in have))
         if missing:
-            first = {k: t for k, t in zip(keys, texts)}
-            got = self._states([first[k] for k in missing], False, MAX_TOKENS)
-            if got is None:
-                return None
-            self.passages_read += len(missing)
+            stored = {k: unpack_states(b) for k, b in self._shared[0].get_blobs(self._shared[1], missing).items()} \
+                if self._shared else {}
+            fresh = [k for k in missing if k not in stored]
+            read: dict[str, TokenStates] = {}
+            if fresh:
+                first = {k: t for k, t in zip(keys, texts)}
+                got = self._states([first[k] for k in fresh], False, MAX_TOKENS)
+                if got is None:
+                    return None
+                self.passages_read += len(fresh)
+                read = {k: s._replace(vectors=s.vectors.astype(np.float16)) for k, s in zip(fresh, got)}
+                if self._shared:
+                    self._shared[0].put_blobs(self._shared[1], {k: (len(s.ids), pack_states(s)) for k, s in read.items()})
             with self._lock:
-                for k, s in zip(missing, got):
+                for k, s in {**stored, **read}.items():
                     if k in self._cache:  # read by another thread meanwhile
                         self.cached_bytes -= self._cache.pop(k).vectors.nbytes
-                    have[k] = self._cache[k] = s._replace(vectors=s.vectors.astype(np.float16))
-                    self.cached_bytes += have[k].vectors.nbytes
+                    have[k] = self._cache[k] = s
+                    self.cached_bytes += s.vectors.nbytes
                 while self._cache and (len(self._cache) > self._size or self.cached_bytes > self._budget):
                     self.cached_bytes -= self._cache.popitem(last=False)[1].vectors.nbytes
         return [have[k] for k in keys]

@@ -26,7 +26,8 @@ from hybridmem.config.calibration import has_aligned_gate
 from hybridmem.embeddings import Embedder, LazyEmbedder, encoder_query, sanitize
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.records import Candidates, LegHit
-from hybridmem.retrieve.alignment import Aligner, ReadTokens
+from hybridmem.retrieve.alignment import MAX_TOKENS, Aligner, ReadTokens
+from hybridmem.store.shared_cache import CacheKey, SharedCache, open_shared_cache
 from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import (
@@ -276,7 +277,7 @@ class Retriever:
             return cands
         with self._lock:
             if self._aligner is None or self._aligner[0] is not owner:
-                self._aligner = (owner, Aligner(states))
+                self._aligner = (owner, Aligner(states, shared=self._token_cache(owner)))
             aligner = self._aligner[1]
         return aligner.align(cands)
 
@@ -287,6 +288,16 @@ class Retriever:
             _, states = self._states_source(self._identity()[1], False)
             if states is not None:
                 states(["warm up"], True, 8)
+
+    def _token_cache(self, owner: object) -> tuple[SharedCache, CacheKey] | None:
+        """The user cache's token file and ``owner``'s key in it (its model, build and weights, and how much of a
+        passage is read), or None where the shared cache is off or cannot be opened."""
+        cache = open_shared_cache(self.settings.embedding, tokens=True)
+        if cache is None or not cache.available:
+            return None
+        key = (f"{getattr(owner, 'name', 'tokens')}-tokens", str(getattr(owner, "model", "")),
+               f"{getattr(owner, 'provider_key', '')}/{MAX_TOKENS}", str(getattr(owner, "weights_hash", "")))
+        return cache, key
 
     def _states_source(self, model: str, always: bool) -> tuple[object, ReadTokens | None]:
         """``(owner, token_states)``: the embedder's own when it gives them; else the bundled e5's

@@ -7,7 +7,13 @@ build of it or other weights never mix. The file lives in the user cache folder
 read and write it at once. It is capped in bytes: past the cap the least recently used rows go first (a read marks
 its rows used). The per-index cache (``embedding_cache`` in each index) stays; this one sits behind it.
 
-Nothing here may fail a sync: a cache that cannot be opened or written is reported once (``error``) and skipped.
+Beside it, ``tokens.sqlite`` (:data:`TOKENS_FILENAME`, the same class, capped at :data:`TOKENS_MAX_MB`) keeps the
+answer gate's token states of passages (:mod:`hybridmem.retrieve.alignment`): reading them is most of a search's time
+(330 ms of 400 on the demo), and a search in a new process (a CLI call, the workbench's first page) reads passages
+an earlier one already read. :func:`open_shared_cache` opens either as the settings ask.
+
+Nothing here may fail a sync or a search: a cache that cannot be opened or written is reported once (``error``) and
+skipped.
 
 Example:
     >>> c = SharedCache("/tmp/hm-doc/embeddings.sqlite")                        # doctest: +SKIP
@@ -26,8 +32,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from hybridmem.config.paths import user_cache_dir
+from hybridmem.config import EmbeddingConfig
 
 FILENAME = "embeddings.sqlite"
+TOKENS_FILENAME = "tokens.sqlite"
+TOKENS_MAX_MB = 512  # the token states' own cap (under embedding.shared_cache_max_mb): ~2,500 passages of 270 tokens
 ROW_OVERHEAD = 160  # bytes a row costs beyond its vector (key columns, b-tree), for the size cap
 CacheKey = tuple[str, str, str, str]  # provider, model, provider_key, weights (model file hash; "" when unknown)
 
@@ -42,9 +51,24 @@ CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used_at)
 """
 
 
-def default_path(setting: str = "") -> Path:
-    """``<user cache folder>/embeddings.sqlite``."""
-    return user_cache_dir(setting) / FILENAME
+def default_path(setting: str = "", filename: str = FILENAME) -> Path:
+    """``<user cache folder>/embeddings.sqlite`` (or ``filename`` there)."""
+    return user_cache_dir(setting) / filename
+
+
+def open_shared_cache(cfg: EmbeddingConfig, tokens: bool = False) -> "SharedCache | None":
+    """The user-level embedding cache ``cfg`` asks for (``tokens``: the token states' file), or None
+    (``embedding.shared_cache = false``, or no embedding provider)."""
+    if not cfg.shared_cache or cfg.provider == "none":
+        return None
+    if not tokens:
+        return SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20)
+    return SharedCache(default_path(cfg.shared_cache_dir, TOKENS_FILENAME), tokens_cap_mb(cfg) << 20)
+
+
+def tokens_cap_mb(cfg: EmbeddingConfig) -> int:
+    """The token file's cap in megabytes: :data:`TOKENS_MAX_MB`, or ``embedding.shared_cache_max_mb`` if lower."""
+    return min(cfg.shared_cache_max_mb, TOKENS_MAX_MB) if cfg.shared_cache_max_mb else TOKENS_MAX_MB
 
 
 class SharedCache:
@@ -84,7 +108,16 @@ class SharedCache:
 
     def get(self, key: CacheKey, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Cached vectors of ``hashes`` under ``key``; the rows found are marked used now."""
-        out: dict[str, np.ndarray] = {}
+        return {h: np.frombuffer(blob, dtype=np.float32) for h, blob in self.get_blobs(key, hashes).items()}
+
+    def put(self, key: CacheKey, items: dict[str, np.ndarray]) -> None:
+        """Store vectors under ``key`` (one transaction), then prune to the cap when it is exceeded."""
+        blobs = {h: np.asarray(v, np.float32).tobytes() for h, v in items.items()}
+        self.put_blobs(key, {h: (len(b) // 4, b) for h, b in blobs.items()})
+
+    def get_blobs(self, key: CacheKey, hashes: Sequence[str]) -> dict[str, bytes]:
+        """The stored bytes of ``hashes`` under ``key``; the rows found are marked used now."""
+        out: dict[str, bytes] = {}
         if self._db is None:
             return out
         uniq = list(dict.fromkeys(hashes))
@@ -105,20 +138,17 @@ class SharedCache:
                             "UPDATE vectors SET used_at = ? WHERE provider = ? AND model = ? AND provider_key = ? "
                             f"AND weights = ? AND hash IN ({marks})", (now, *key, *found))
                     for h, blob in rows:
-                        out[h] = np.frombuffer(blob, dtype=np.float32)
+                        out[h] = bytes(blob)
         except sqlite3.Error as exc:
             self._fail(exc)
         return out
 
-    def put(self, key: CacheKey, items: dict[str, np.ndarray]) -> None:
-        """Store vectors under ``key`` (one transaction), then prune to the cap when it is exceeded."""
+    def put_blobs(self, key: CacheKey, items: dict[str, tuple[int, bytes]]) -> None:
+        """Store ``hash: (dims, bytes)`` under ``key`` (one transaction), then prune to the cap when it is exceeded."""
         if self._db is None or not items:
             return
         now = time.time()
-        rows = []
-        for h, v in items.items():
-            blob = np.asarray(v, np.float32).tobytes()
-            rows.append((*key, h, int(len(blob) // 4), blob, len(blob) + ROW_OVERHEAD, now, now))
+        rows = [(*key, h, int(dims), blob, len(blob) + ROW_OVERHEAD, now, now) for h, (dims, blob) in items.items()]
         try:
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
@@ -149,7 +179,7 @@ class SharedCache:
                           "last_used": u} for p, m, k, w, n, b, u in rows]
         out["rows"] = sum(r[4] for r in rows)
         out["bytes"] = sum(r[5] for r in rows)
-        out["file_bytes"] = sum(f.stat().st_size for f in self.path.parent.glob(f"{FILENAME}*") if f.is_file())
+        out["file_bytes"] = sum(f.stat().st_size for f in self.path.parent.glob(f"{self.path.name}*") if f.is_file())
         return out
 
     def prune(self, max_bytes: int | None = None, older_than_days: float | None = None) -> int:

@@ -17,22 +17,13 @@ from typing import Callable
 
 import numpy as np
 
-from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
 from hybridmem.store import Store
-from hybridmem.store.shared_cache import SharedCache, default_path
+from hybridmem.store.shared_cache import SharedCache
 
 Progress = Callable[[str, int, int], None]
 EMBED_BATCH = 128  # pending chunks embedded (and committed) together: ~20-60 s of e5 on 2 busy cores, so "vectors for N of M" moves
 TOKENS_STAGE = "embed-tokens"  # progress(TOKENS_STAGE, tokens, 0): tokens embedded so far in this sync
-
-
-def open_shared_cache(settings: Settings) -> SharedCache | None:
-    """The user-level embedding cache the settings ask for, or None (``embedding.shared_cache = false``)."""
-    cfg = settings.embedding
-    if not cfg.shared_cache or cfg.provider == "none":
-        return None
-    return SharedCache(default_path(cfg.shared_cache_dir), cfg.shared_cache_max_mb << 20)
 
 
 def cached_vectors(

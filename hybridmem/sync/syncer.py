@@ -31,7 +31,7 @@ from hybridmem.sync.documents import (
 )
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import sync_running, try_sync_lock
-from hybridmem.sync.pending import open_shared_cache
+from hybridmem.store.shared_cache import open_shared_cache
 from hybridmem.sync.reindex import BAK_SUFFIX, STALE_BUILD_S, TMP_SUFFIX, atomic_reindex, leftovers, remove_db_files
 from hybridmem.tokenization import fts_tokenizer_spec
 
@@ -105,7 +105,7 @@ class Syncer:
     def shared_cache(self) -> SharedCache | None:
         """The user-level embedding cache (opened on first use), or None when the settings switch it off."""
         if self._shared is False:
-            self._shared = open_shared_cache(self.settings)
+            self._shared = open_shared_cache(self.settings.embedding)
         return self._shared  # type: ignore[return-value]
 
     def identity(self) -> tuple[str, str, str, int]:
