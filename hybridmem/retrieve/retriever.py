@@ -27,7 +27,6 @@ from hybridmem.embeddings import Embedder, LazyEmbedder, encoder_query, sanitize
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.records import Candidates, LegHit
 from hybridmem.retrieve.alignment import MAX_TOKENS, Aligner, ReadTokens
-from hybridmem.store.shared_cache import CacheKey, SharedCache, open_shared_cache
 from hybridmem.retrieve.failover import EmbedderFailover, is_input_error
 from hybridmem.retrieve.keywords import KeywordIndex
 from hybridmem.retrieve.legs import (
@@ -42,6 +41,7 @@ from hybridmem.retrieve.vectors import VectorMatrix
 from hybridmem.sessions import replace_surrogates
 from hybridmem.store import IndexStore
 from hybridmem.store.connection import is_corruption
+from hybridmem.store.shared_cache import CacheKey, SharedCache, open_shared_cache
 
 _OPTIMISTIC_TRIES = 3  # lock-free attempts before a search reads inside one transaction
 Identity = Callable[[], tuple[str, str, str, int]]  # (provider, model, provider_key, dims) the index was built with
