@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
 from hybridmem.config import DEFAULT_RANKING
+from hybridmem.config.calibration import has_aligned_gate
 from hybridmem.config.chatter import CHATTER_CHARS, chatter_model
 from hybridmem.embeddings.base import encoder_query
 from hybridmem.errors import ArgumentError, HybridMemError
@@ -106,12 +107,22 @@ def recall_context(index: Any, message: str, config: Any = None, **scope: Any) -
 
 def is_chatter(index: Any, message: str) -> bool:
     """Whether ``message`` is a chat message that asks nothing, as the chatter filter fitted for ``index``'s
-    embedding model reads its query vector (False where no filter was fitted, no model loads, or it fails)."""
+    embedding model reads its query vector; for a model without a fit whose answer gate reads the bundled e5's token
+    alignment (all-MiniLM-L6-v2), as e5's filter reads e5's vector. False where neither applies (keyword-only, a
+    remote model, ``embedding.token_alignment = false``), or the model fails."""
     text = message.strip()
     if not text or len(text) > CHATTER_CHARS:
         return False
     embedder = index.embedder
     fit = chatter_model(getattr(embedder, "model", "")) if embedder is not None else None
+    if fit is None and embedder is not None and index.settings.embedding.token_alignment \
+            and has_aligned_gate(embedder.model):
+        from hybridmem.embeddings.e5 import shared_token_reader
+
+        reader = shared_token_reader(index.settings.embedding.document_runtime,
+                                     index.settings.embedding.shared_cache_dir)
+        embedder = getattr(reader, "__self__", None)
+        fit = chatter_model(getattr(embedder, "model", "")) if embedder is not None else None
     if fit is None:
         return False
     try:

@@ -57,6 +57,16 @@ def test_a_model_without_a_fit_reads_nothing_as_chatter(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_minilm_reads_chat_with_the_bundled_e5_its_gate_already_loads(demo_index) -> None:
+    """MiniLM's own vectors made no usable fit; its answer gate reads e5's token alignment, so recall reads e5's
+    vector of the message with e5's fit."""
+    assert demo_index.embedder.model == "all-MiniLM-L6-v2" and chatter_model("all-MiniLM-L6-v2") is None
+    assert is_chatter(demo_index, "thanks") and is_chatter(demo_index, "谢谢")
+    assert not is_chatter(demo_index, "visa") and not is_chatter(demo_index, "dentist")
+    assert recall_context(demo_index, "ok") == ("", RECALL_CHATTER)
+
+
+@pytest.mark.slow
 def test_the_shipped_filter_reads_chat_in_languages_it_never_saw_and_no_question() -> None:
     """The held-out rows: chat messages in eleven languages and English phrasings the fit never saw, short topical
     queries in those languages, and questions of every labeled dataset's test split."""

@@ -17,8 +17,9 @@ train rows is read as chatter under 5-fold cross-validation. It is measured on m
 saw (ja, ko, th, ar, hi, ru, tr, el, pt, it, id) and English phrasings it was not fitted on, short topical queries in
 those languages, and questions of the test splits (``datasets/chatter/``; ``docs/evaluation.md``, "Chat messages":
 86.6% of the chat messages read as chatter, no topical query and no question).
-The numbers live in ``hybridmem/data/chatter.json``; a model without a fit there (a remote one, MiniLM) is not
-filtered.
+The numbers live in ``hybridmem/data/chatter.json``. A model without a fit there whose answer gate reads the bundled
+e5's alignment (MiniLM, whose own vectors made no usable fit) is filtered by e5's fit on e5's vector; any other (a
+remote one) is not (``hybridmem.tools.is_chatter``).
 """
 
 from __future__ import annotations
