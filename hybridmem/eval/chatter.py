@@ -7,8 +7,8 @@ English phrasings the fit never saw. Beside them, questions drawn from every lab
 (:data:`QUESTIONS_PER_DATASET` each, seeded): real queries a filter must never take for chatter.
 
 Fit: every train row's query vector (the model's ``embed_batch(is_query=True)``), labelled 1 for chatter; the chat
-messages weigh as much as the negatives together, and the topical queries as much as the questions (there are a
-tenth as many, and they are the hard ones); L2-regularized Newton iterations (:data:`L2`). Threshold: the lowest of
+messages weigh as much as the negatives together, and the topical queries as much as the questions (there are
+about a thirtieth as many, and they are the hard ones); L2-regularized Newton iterations (:data:`L2`). Threshold: the lowest of
 :data:`THRESHOLDS` at which no train negative is read as chatter under 5-fold cross-validation; where there is none
 the fit is not usable and is not written (all-MiniLM-L6-v2, English only, reads 8.5% of the train topical queries as
 chatter at 0.9 and catches 29% of the test chat messages: recall reads e5's vector with e5's fit for it).
