@@ -984,3 +984,18 @@ def test_vietnamese_counts_as_a_script_of_its_own_for_the_crosslingual_gate() ->
     assert dominant_script(["Peyton Manning bao nhiêu tuổi khi anh chơi trong Super Bowl 50?"]) == "LATIN"
     assert not other_script("Peyton Manning bao nhiêu tuổi khi anh chơi trong Super Bowl 50?", vi_notes)
     assert dominant_script(["Café crème brûlée, naïve señor, İstanbul güzel"]) == "LATIN"  # other accents are not it
+
+
+def test_a_note_holding_the_questions_script_among_others_is_not_asked_across() -> None:
+    """A day's note may hold a line in Chinese, one in Vietnamese and one in Thai. Its first letters read as Chinese
+    and the language identifier read it as Thai, so a Chinese question about a cat's vaccine, which nothing holds, went
+    to the cross-lingual gate and was answered with the note (P 0.82). The question's own part of the note decides."""
+    from hybridmem.ranking.gate import asked_across
+
+    note = ["# 2026-11-20\n\n- 搬家公司报价三千五百元，下周六早上八点来搬。\n- Mẹ khám mắt ở bệnh viện Mắt Trung ương vào "
+            "thứ Ba, 9 giờ sáng.\n- พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ วันที่ 3 ธันวาคม"]
+    for own in ("猫的疫苗什么时候打？", "Con mèo tiêm phòng khi nào?", "แมวฉีดวัคซีนเมื่อไร", "Mẹ khám mắt ở bệnh viện nào?"):
+        assert not asked_across(own, note), own
+    assert asked_across("when is the cat's vaccine due?", note)  # no line of it is English
+    assert asked_across("猫的疫苗什么时候打？", ["The 東京 backup job runs nightly at 02:30 UTC, then uploads to S3."])
+    assert asked_across("Con mèo tiêm phòng khi nào?", ["พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ กับ Dr. Smith"])

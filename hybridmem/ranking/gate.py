@@ -64,8 +64,8 @@ from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.language import other_language
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
-           "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "logit",
-           "nearest_across", "other_script", "query_features", "raised", "several_scripts"]
+           "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "holds_script",
+           "in_script", "logit", "nearest_across", "other_script", "query_features", "raised", "several_scripts"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -121,6 +121,7 @@ OWN_SCRIPT_SHARE = 0.2  # the share of letters a script other than Latin needs t
 # Vietnamese is written in Latin letters, some of which only it writes (about 15% of a Vietnamese sentence's letters in
 # XQuAD-R, none of an English, German, Spanish or Turkish one's): a Latin text where they are this share is Vietnamese
 VIETNAMESE_SHARE = 0.05
+HELD_LETTERS = 12  # letters of a script that make it one of a passage's scripts whatever their share (holds_script)
 _LATIN = ("LATIN", "VIETNAMESE")
 # A question written in another script than each of the vector leg's top CROSSLINGUAL_PASSAGES passages may be answered
 # by the cross-lingual gate as well as by the usual one (an identifier asked of a note in another language is read by
@@ -193,10 +194,56 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
     found = False
     for passage in passages[:CROSSLINGUAL_PASSAGES]:
         script = dominant_script([passage])
-        if script in near:
+        if script in near or any(holds_script(passage, s) for s in near):
             return False
         found = found or script is not None
     return found
+
+
+def _group(ch: str) -> str:
+    """A letter's script as :func:`dominant_script` counts it: kana with CJK, Vietnamese's own letters apart."""
+    script = letter_script(ch)
+    return "VIETNAMESE" if script == "LATIN" and _vietnamese(ch) else _SCRIPT_GROUPS.get(script, script)
+
+
+def holds_script(text: str, script: str) -> bool:
+    """Whether ``script`` is one of those ``text`` is written in, read over its first :data:`SCRIPT_CHARS` characters
+    (a note of one day may hold a line in Chinese, one in Vietnamese and one in Thai): a script other than Latin that
+    holds :data:`OWN_SCRIPT_SHARE` of its letters or :data:`HELD_LETTERS` of them (a line of Chinese is short in
+    letters beside one of Thai); Vietnamese where Latin letters do and Vietnamese's own are :data:`VIETNAMESE_SHARE` of
+    them. False for Latin: Latin names, code and units are written inside text of every script, so only
+    :func:`dominant_script` says a text is Latin.
+
+    Example:
+        >>> note = "搬家公司报价三千五百元，下周六早上八点来搬。Mẹ khám mắt ở bệnh viện vào thứ Ba. พ่อไปตรวจสุขภาพประจำปี"
+        >>> dominant_script([note]), [holds_script(note, s) for s in ("CJK", "VIETNAMESE", "THAI", "ARABIC")]
+        ('CJK', [True, True, True, False])
+        >>> holds_script("Ran the 東京 backup job", "CJK"), holds_script("Apple 和 Google 的 API 文档", "LATIN")
+        (False, False)
+    """
+    counts = Counter(_group(ch) for ch in text[:SCRIPT_CHARS] if ch.isalpha())
+    total = sum(counts.values())
+    if not total or script == "LATIN":
+        return False
+    held = lambda n: n >= min(HELD_LETTERS, OWN_SCRIPT_SHARE * total)  # noqa: E731
+    if script != "VIETNAMESE":
+        return held(counts[script])
+    latin = counts["LATIN"] + counts["VIETNAMESE"]
+    return held(latin) and counts["VIETNAMESE"] >= VIETNAMESE_SHARE * latin
+
+
+def in_script(text: str, script: str | None) -> str:
+    """``text`` without the letters of scripts other than ``script`` (:func:`dominant_script`'s; Latin and Vietnamese
+    as one), so that the language of its part in ``script`` can be read; ``text`` itself for None.
+
+    Example:
+        >>> in_script("搬家公司报价。Mẹ khám mắt.", "CJK"), in_script("搬家公司报价。Mẹ khám mắt.", "VIETNAMESE")
+        ('搬家公司报价。  .', '。Mẹ khám mắt.')
+    """
+    if script is None or (script == "LATIN" and text.isascii()):
+        return text
+    keep = {"LATIN", "VIETNAMESE"} if script in _LATIN else {script}
+    return "".join(ch for ch in text[:4 * SCRIPT_CHARS] if not ch.isalpha() or _group(ch) in keep)
 
 
 def nearest_across(query: str, passages: Sequence[str]) -> bool:
@@ -220,7 +267,10 @@ def asked_across(query: str, passages: Sequence[str]) -> bool:
     (:func:`other_script`), or in another language of the same script
     (:func:`~hybridmem.ranking.language.other_language`: English over notes in German)."""
     top = passages[:CROSSLINGUAL_PASSAGES]
-    return other_script(query, top) or other_language(query, top)
+    if other_script(query, top):
+        return True
+    asked = dominant_script([query])  # each passage's part in the question's script: a note may hold several
+    return other_language(query, [in_script(p, asked) for p in top])
 
 
 def several_scripts(query: str, passages: Sequence[str]) -> bool:
