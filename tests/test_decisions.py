@@ -997,5 +997,9 @@ def test_a_note_holding_the_questions_script_among_others_is_not_asked_across() 
     for own in ("猫的疫苗什么时候打？", "Con mèo tiêm phòng khi nào?", "แมวฉีดวัคซีนเมื่อไร", "Mẹ khám mắt ở bệnh viện nào?"):
         assert not asked_across(own, note), own
     assert asked_across("when is the cat's vaccine due?", note)  # no line of it is English
+    # a line of English in it: an English question reads it as in its own language (names and code do not count)
+    with_english = [note[0] + "\n- Dentist appointment moved to Friday at 3pm with Dr. Lee."]
+    assert not asked_across("when is the cat's vaccine due?", with_english)
+    assert asked_across("when is the cat's vaccine due?", [note[0] + "\n- Dr. Lee, retry_backoff_ms = 250"])
     assert asked_across("猫的疫苗什么时候打？", ["The 東京 backup job runs nightly at 02:30 UTC, then uploads to S3."])
     assert asked_across("Con mèo tiêm phòng khi nào?", ["พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ กับ Dr. Smith"])

@@ -309,22 +309,25 @@ def test_a_memory_in_several_languages_refuses_what_no_note_answers(tmp_path: Pa
         assert not asked.ranking.abstained and asked.results[0].path == "memory/th.md"
 
 
-def test_a_note_in_three_languages_answers_its_own_lines_and_refuses_the_rest(tmp_path: Path) -> None:
-    """One chunk holds a line each in Chinese, Vietnamese and Thai. A question in one of them about what no line holds
-    was read as asked across languages (the note read as Thai) and answered (P 0.82 for the cat's vaccine in
-    Chinese); the question's own line decides now, so it is refused, and each line's own question is answered."""
+def test_a_note_in_four_languages_answers_its_own_lines_and_refuses_the_rest(tmp_path: Path) -> None:
+    """One chunk holds a line each in Chinese, Vietnamese, Thai and English. A question in one of them about what no
+    line holds was read as asked across languages (the note read as Thai or Chinese) and answered (P 0.82 for the
+    cat's vaccine in Chinese, 0.24 in English); the question's own line decides now, so it is refused, and each line's
+    own question is answered."""
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "2026-11-20.md").write_text(
         "# 2026-11-20\n\n- 搬家公司报价三千五百元，下周六早上八点来搬。\n- Mẹ khám mắt ở bệnh viện Mắt Trung ương vào thứ Ba, "
-        "9 giờ sáng.\n- พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ วันที่ 3 ธันวาคม\n", encoding="utf-8")
+        "9 giờ sáng.\n- พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ วันที่ 3 ธันวาคม\n- Dentist appointment moved to Friday "
+        "at 3pm with Dr. Lee.\n", encoding="utf-8")
     with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
             embedding={"provider": "e5", "shared_cache": False})) as idx:
         idx.sync()
-        for unanswered in ("猫的疫苗什么时候打？", "Con mèo tiêm phòng khi nào?", "แมวฉีดวัคซีนเมื่อไร"):
+        for unanswered in ("猫的疫苗什么时候打？", "Con mèo tiêm phòng khi nào?", "แมวฉีดวัคซีนเมื่อไร",
+                           "when is the cat's vaccine due?"):
             got = idx.search(unanswered)
             assert got.ranking.abstained, (unanswered, got.ranking.answer_probability)
-        for asked in ("搬家多少钱？", "Mẹ khám mắt ở bệnh viện nào?", "พ่อไปตรวจสุขภาพที่ไหน"):
+        for asked in ("搬家多少钱？", "Mẹ khám mắt ở bệnh viện nào?", "พ่อไปตรวจสุขภาพที่ไหน", "when is the dentist appointment?"):
             got = idx.search(asked)
             assert got.results and got.results[0].path == "memory/2026-11-20.md", (asked, got.ranking.answer_probability)
 

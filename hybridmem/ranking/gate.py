@@ -61,11 +61,11 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Gate
 from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
-from hybridmem.ranking.language import other_language
+from hybridmem.ranking.language import LANGUAGE_WORDS, in_language, other_language, words
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
            "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "holds_script",
-           "in_script", "logit", "nearest_across", "other_script", "query_features", "raised", "several_scripts"]
+           "in_script", "logit", "nearest_across", "script_lines", "other_script", "query_features", "raised", "several_scripts"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
@@ -117,11 +117,13 @@ _SCRIPT_GROUPS = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HALFWIDTH": "CJK", "IDE
 SCRIPT_LETTERS = 64  # letters read of the query, and of each passage
 SCRIPT_CHARS = 256  # characters they are read in
 _ASCII_LETTER = re.compile("[A-Za-z]")
+_NON_ASCII = re.compile("[^\x00-\x7f]")
 OWN_SCRIPT_SHARE = 0.2  # the share of letters a script other than Latin needs to be a text's script
 # Vietnamese is written in Latin letters, some of which only it writes (about 15% of a Vietnamese sentence's letters in
 # XQuAD-R, none of an English, German, Spanish or Turkish one's): a Latin text where they are this share is Vietnamese
 VIETNAMESE_SHARE = 0.05
 HELD_LETTERS = 12  # letters of a script that make it one of a passage's scripts whatever their share (holds_script)
+LINE_CHARS = 1024  # characters of a passage read line by line (script_lines, in_script)
 _LATIN = ("LATIN", "VIETNAMESE")
 # A question written in another script than each of the vector leg's top CROSSLINGUAL_PASSAGES passages may be answered
 # by the cross-lingual gate as well as by the usual one (an identifier asked of a note in another language is read by
@@ -200,6 +202,7 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
     return found
 
 
+@lru_cache(maxsize=4096)
 def _group(ch: str) -> str:
     """A letter's script as :func:`dominant_script` counts it: kana with CJK, Vietnamese's own letters apart."""
     script = letter_script(ch)
@@ -207,20 +210,24 @@ def _group(ch: str) -> str:
 
 
 def holds_script(text: str, script: str) -> bool:
-    """Whether ``script`` is one of those ``text`` is written in, read over its first :data:`SCRIPT_CHARS` characters
-    (a note of one day may hold a line in Chinese, one in Vietnamese and one in Thai): a script other than Latin that
-    holds :data:`OWN_SCRIPT_SHARE` of its letters or :data:`HELD_LETTERS` of them (a line of Chinese is short in
-    letters beside one of Thai); Vietnamese where Latin letters do and Vietnamese's own are :data:`VIETNAMESE_SHARE` of
-    them. False for Latin: Latin names, code and units are written inside text of every script, so only
-    :func:`dominant_script` says a text is Latin.
+    """Whether ``script`` is one of those ``text`` is written in (a note of one day may hold a line in Chinese, one in
+    Vietnamese and one in Thai): a script other than Latin that holds :data:`OWN_SCRIPT_SHARE` of the letters of its
+    first :data:`SCRIPT_CHARS` characters or :data:`HELD_LETTERS` of them (a line of Chinese is short in letters
+    beside one of Thai); Vietnamese where Latin letters do and Vietnamese's own are :data:`VIETNAMESE_SHARE` of them.
+    Latin names, code and units are written inside text of every script, so Latin (and Vietnamese besides) is one of
+    them only through a line of its own (of the first :data:`LINE_CHARS` characters, :func:`script_lines`).
 
     Example:
         >>> note = "搬家公司报价三千五百元，下周六早上八点来搬。Mẹ khám mắt ở bệnh viện vào thứ Ba. พ่อไปตรวจสุขภาพประจำปี"
-        >>> dominant_script([note]), [holds_script(note, s) for s in ("CJK", "VIETNAMESE", "THAI", "ARABIC")]
+        >>> dominant_script([note]), [holds_script(note, s) for s in ("CJK", "VIETNAMESE", "THAI", "LATIN")]
         ('CJK', [True, True, True, False])
+        >>> holds_script("- 搬家公司报价三千五百元。\\n- Dentist moved to Friday at 3pm.", "LATIN")
+        True
         >>> holds_script("Ran the 東京 backup job", "CJK"), holds_script("Apple 和 Google 的 API 文档", "LATIN")
         (False, False)
     """
+    if script in _LATIN and script_lines(text, script):
+        return True
     counts = Counter(_group(ch) for ch in text[:SCRIPT_CHARS] if ch.isalpha())
     total = sum(counts.values())
     if not total or script == "LATIN":
@@ -232,6 +239,23 @@ def holds_script(text: str, script: str) -> bool:
     return held(latin) and counts["VIETNAMESE"] >= VIETNAMESE_SHARE * latin
 
 
+@lru_cache(maxsize=1024)  # a memory's top passages recur
+def script_lines(text: str, script: str) -> tuple[str, ...]:
+    """The lines of ``text``'s first :data:`LINE_CHARS` characters written in ``script`` (:func:`dominant_script`;
+    Latin and Vietnamese as one) with :data:`~hybridmem.ranking.language.LANGUAGE_WORDS` words or more outside code,
+    numbers and identifiers, when ``text`` has more than one line.
+
+    Example:
+        >>> script_lines("# 2026-11-21\\n- Dentist moved to Friday at 3pm.\\n- retry_backoff_ms = 250\\n- 搬家公司报价。", "LATIN")
+        ('- Dentist moved to Friday at 3pm.',)
+    """
+    lines = text[:LINE_CHARS].splitlines()
+    group = _LATIN if script in _LATIN else (script,)
+    return tuple(line for line in lines if len(words(line)) >= LANGUAGE_WORDS and dominant_script([line]) in group
+                 ) if len(lines) > 1 else ()
+
+
+@lru_cache(maxsize=1024)  # a memory's top passages recur
 def in_script(text: str, script: str | None) -> str:
     """``text`` without the letters of scripts other than ``script`` (:func:`dominant_script`'s; Latin and Vietnamese
     as one), so that the language of its part in ``script`` can be read; ``text`` itself for None.
@@ -240,10 +264,12 @@ def in_script(text: str, script: str | None) -> str:
         >>> in_script("搬家公司报价。Mẹ khám mắt.", "CJK"), in_script("搬家公司报价。Mẹ khám mắt.", "VIETNAMESE")
         ('搬家公司报价。  .', '。Mẹ khám mắt.')
     """
-    if script is None or (script == "LATIN" and text.isascii()):
+    latin = script in _LATIN
+    if script is None or (latin and text[:LINE_CHARS].isascii()):
         return text
-    keep = {"LATIN", "VIETNAMESE"} if script in _LATIN else {script}
-    return "".join(ch for ch in text[:4 * SCRIPT_CHARS] if not ch.isalpha() or _group(ch) in keep)
+    keep = {"LATIN", "VIETNAMESE"} if latin else {script}
+    kept = _NON_ASCII.sub(lambda m: m[0] if not m[0].isalpha() or _group(m[0]) in keep else "", text[:LINE_CHARS])
+    return kept if latin else _ASCII_LETTER.sub("", kept)
 
 
 def nearest_across(query: str, passages: Sequence[str]) -> bool:
@@ -269,8 +295,11 @@ def asked_across(query: str, passages: Sequence[str]) -> bool:
     top = passages[:CROSSLINGUAL_PASSAGES]
     if other_script(query, top):
         return True
-    asked = dominant_script([query])  # each passage's part in the question's script: a note may hold several
-    return other_language(query, [in_script(p, asked) for p in top])
+    # each passage's part in the question's script, and its lines in it: a note may hold several languages
+    asked = dominant_script([query])
+    if not other_language(query, [in_script(p, asked) for p in top]):
+        return False
+    return asked not in _LATIN or not in_language(query, [line for p in top for line in script_lines(p, asked)])
 
 
 def several_scripts(query: str, passages: Sequence[str]) -> bool:

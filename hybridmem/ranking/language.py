@@ -39,7 +39,8 @@ from typing import Any, Sequence
 
 from hybridmem.config.paths import user_cache_dir
 
-__all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "language_share", "other_language", "preload", "words"]
+__all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "in_language", "language_share", "other_language",
+           "preload", "words"]
 
 LANGUAGE_SHARE = 0.01  # a question under this probability of each top passage's language is in another language
 LANGUAGE_WORDS = 3  # words of two letters or more a question needs to be read
@@ -169,3 +170,18 @@ def other_language(query: str, passages: Sequence[str]) -> bool:
             return False
         found = True
     return found
+
+
+def in_language(query: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` is in ``query``'s language (:func:`other_language`'s rule; the caller's: the lines of
+    its top passages in the question's script, since a note may hold a line in each of two languages).
+
+    Example:
+        >>> in_language("who is responsible for the database migration?",
+        ...             ["Mẹ khám mắt ở bệnh viện vào thứ Ba.", "Jonas owns the database migration, due in January."])
+        True
+    """
+    if not texts or not _model():
+        return False
+    asked = dict(language_share(query))
+    return any(asked.get(language_share(text)[0][0], 0.0) >= LANGUAGE_SHARE for text in texts)
