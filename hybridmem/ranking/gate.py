@@ -65,7 +65,8 @@ from hybridmem.ranking.language import LANGUAGE_WORDS, in_language, other_langua
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
            "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "holds_script",
-           "in_script", "logit", "nearest_across", "script_lines", "other_script", "query_features", "raised", "several_scripts"]
+           "in_script", "logit", "nearest_across", "other_script", "query_features", "raised", "script_lines",
+           "several_scripts"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
