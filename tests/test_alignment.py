@@ -140,6 +140,18 @@ def test_a_new_aligner_reads_what_an_earlier_process_read_from_the_shared_cache(
     assert broken.scores(question, [answer, other]) == fresh
 
 
+def test_a_passage_without_a_token_is_stored_and_read_back(tmp_path: Path, e5: E5Embedder) -> None:
+    """A passage of punctuation alone ("...") has no token state; storing it in the user cache raised (a reshape of
+    nothing) and took down the search that read it: the evaluation's SciFact run stopped there."""
+    from hybridmem.store.shared_cache import SharedCache
+
+    question, answer, _ = CASES["en"]
+    shared = (SharedCache(tmp_path / "tokens.sqlite"), ("e5-tokens", E5, "k/510", "w"))
+    fresh = Aligner(e5.token_states, shared=shared).scores(question, ["...", answer])
+    again = Aligner(e5.token_states, shared=shared)
+    assert again.scores(question, [answer, "..."]) == fresh and again.passages_read == 0
+
+
 def test_a_search_in_a_new_index_object_reads_no_passage_an_earlier_one_read(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the facade, as two CLI calls would: the second search's passages come from the user cache's token

@@ -118,8 +118,12 @@ def pack_states(states: TokenStates) -> bytes:
         >>> back = unpack_states(pack_states(s))
         >>> back.vectors.tolist(), back.ids.tolist(), back.weights.tolist()
         ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [7, 9], [1.5, 2.0])
+        >>> unpack_states(pack_states(s._replace(vectors=s.vectors[:0], ids=s.ids[:0], weights=s.weights[:0]))).vectors.shape
+        (0, 3)
     """
-    n, dims = np.asarray(states.vectors).reshape(len(states.ids), -1).shape
+    vectors = np.asarray(states.vectors)
+    n = len(states.ids)  # a passage of punctuation alone ("...") has no token: (0, dims), not a reshape to make
+    dims = vectors.shape[-1] if vectors.ndim == 2 else vectors.size // max(n, 1)
     return (np.array([n, dims], np.int32).tobytes() + np.asarray(states.ids, np.int32).tobytes()
             + np.asarray(states.weights, np.float32).tobytes() + np.asarray(states.vectors, np.float16).tobytes())
 
