@@ -17,6 +17,7 @@ from hybridmem.commands import (
     COMMANDS, Parser, command, open_index, print_json, require_index, settings_of, storage_failure,
 )
 from hybridmem.config import PRESETS, RankConfig
+from hybridmem.config.base import seconds
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.explain import fmt, print_explain
 from hybridmem.wording import counted
@@ -358,9 +359,9 @@ def _add_watch_parser(sub: Any) -> None:
     sp.add_argument("--config", default=None, help="settings TOML (default: WORKSPACE/hybridmem.toml)")
     sp.add_argument("--json", action="store_true", help="one JSON object per sync")
     sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
-    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
+    sp.add_argument("--debounce", type=seconds, default=None, metavar="SECONDS",
                     help="quiet time after a change before syncing (default: sync.watch_debounce_s)")
-    sp.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+    sp.add_argument("--interval", type=seconds, default=None, metavar="SECONDS",
                     help="also sync every SECONDS (default: sync.interval_s; 0 = off)")
     sp.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop after SECONDS")
 

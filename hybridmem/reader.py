@@ -55,6 +55,8 @@ def read_memory(
 
 
 _CITATION = re.compile(r"(.+)#L(\d+)(?:-L(\d+))?")
+# a citation whose line range is not one (not a file of that name: the part after # ends in no suffix of its own)
+_FRAGMENT = re.compile(r"(.+\.(?:md|jsonl))#(?![^/]*\.(?:md|jsonl)$)([^/]*)", re.IGNORECASE)
 
 
 def cited_lines(path: Any, from_line: int | None, lines: int | None) -> tuple[Any, int | None, int | None]:
@@ -69,9 +71,16 @@ def cited_lines(path: Any, from_line: int | None, lines: int | None) -> tuple[An
     """
     m = _CITATION.fullmatch(path.strip()) if isinstance(path, str) else None
     if m is None:
+        bad = _FRAGMENT.fullmatch(path.strip()) if isinstance(path, str) else None
+        if bad:
+            raise ArgumentError(f"{path.strip()!r}: #{bad.group(2)} is not a line range; cite lines as "
+                                f"{bad.group(1)}#L3 or {bad.group(1)}#L3-L7")
         return path, from_line, lines
     start = int(m.group(2))
     end = int(m.group(3)) if m.group(3) else start
+    if end < start:
+        raise ArgumentError(f"{path.strip()!r}: the line range ends before it starts; cite lines as "
+                            f"{m.group(1)}#L{end}-L{start}")
     if from_line is None:
         from_line = start
         if lines is None:

@@ -222,10 +222,12 @@ SEARCH_ARGS: tuple[Arg, ...] = (
         "memory/projects would match memory/projects-old/ too), or a name's start (memory/2026-01 for January's "
         "daily notes).", aliases=("pathPrefix",)),
 )
+MAX_LINE = 2**31 - 1  # past any file's end (a huge number is refused here, not echoed in 309 digits)
 GET_ARGS: tuple[Arg, ...] = (
     Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md, or a search result's "
         "citation (memory/2026-06-12.md#L3-L7: those lines unless from/lines say otherwise).", required=True),
-    Arg("from", "integer", "First line to read (1-based).", minimum=1, aliases=("from_line", "fromLine")),
+    Arg("from", "integer", "First line to read (1-based).", minimum=1, maximum=MAX_LINE,
+        aliases=("from_line", "fromLine")),
     Arg("lines", "integer", "How many lines to read.", minimum=1, maximum=2000),
 )
 
@@ -269,7 +271,7 @@ def parse_args(args: dict[str, Any], spec: tuple[Arg, ...]) -> dict[str, Any]:
         out[arg.name] = arg.check(value)
     for a in spec:
         if a.required and a.name not in out:
-            raise HybridMemError(f"{a.name} must be a string" if a.type == "string" else f"{a.name} is required")
+            raise HybridMemError(f"{a.name} is required" + (" (a string)" if a.type == "string" else ""))
     return out
 
 

@@ -47,6 +47,12 @@ def test_reference_preset_reproduces_reference():
         ("embedding", {"query_runtime": "tensorrt"}, "embedding.query_runtime"),
         ("ranking", {"unknown_key": 1}, "ranking.unknown_key"),
         ("ranking", {"max_results": "six"}, "ranking.max_results"),
+        # an infinite wait passed the check (>= 0) and hung a server's first search on an OverflowError
+        ("serve", {"alignment_wait_s": float("inf")}, "serve.alignment_wait_s"),
+        ("serve", {"model_wait_s": 1e10}, "serve.model_wait_s"),
+        ("sync", {"interval_s": float("inf")}, "sync.interval_s"),
+        ("sync", {"watch_max_wait_s": float("nan")}, "sync.watch_max_wait_s"),
+        ("embedding", {"timeout_s": float("inf")}, "embedding.timeout_s"),
     ],
 )
 def test_invalid_values_name_the_setting(section, values, name):
@@ -101,3 +107,17 @@ def test_bools_are_not_numbers_and_lists_hold_strings(data, message):
 def test_bool_refused_where_dataclasses_are_built_directly():
     with pytest.raises(ConfigError, match="ranking.rrf_k"):
         RankConfig(rrf_k=True)
+
+
+@pytest.mark.parametrize("command", [["watch", "ws", "--debounce"], ["watch", "ws", "--interval"],
+                                     ["mcp", "ws", "--debounce"]])
+@pytest.mark.parametrize("value", ["inf", "-1", "nan", "1e10"])
+def test_flags_in_seconds_follow_the_settings_rule(command, value, capsys):
+    """``--debounce inf`` killed the MCP server's watcher thread (an OverflowError in threading.Timer) while
+    memory_status still said it was watching; the same value in hybridmem.toml was refused. One line, exit 2."""
+    from hybridmem.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([*command, value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "expected a number of seconds from 0 to 86400" in err[0], err

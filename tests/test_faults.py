@@ -894,3 +894,16 @@ def test_writes_racing_a_settings_change_reindex_are_all_searchable_afterwards(t
         server.close()
     print(f"\nwrites racing a settings re-index: {n} saved, {len(missing)} not searchable afterwards")
     assert n >= 2 and missing == []
+
+
+@pytest.mark.parametrize("path, message", [
+    ("memory/topic-0001.md#Lx-Ly", "#Lx-Ly is not a line range; cite lines as memory/topic-0001.md#L3 or"),
+    ("memory/topic-0001.md#L4-L2", "the line range ends before it starts; cite lines as memory/topic-0001.md#L2-L4"),
+])
+def test_a_citation_with_a_bad_line_range_says_so(small_index: MemoryIndex, path: str, message: str) -> None:
+    """It read as "no such memory file" for a file that exists, or as a line past the end."""
+    from hybridmem.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=message.replace(".", r"\.")):
+        small_index.get(path)
+    assert small_index.get("memory/topic-0001.md#L2-L3")["from"] == 2

@@ -108,7 +108,7 @@ async def _session_checks(client: Client, ws: Path) -> None:
         (("memory_get", {"path": "/etc/passwd"}), "absolute paths are refused"),
         (("memory_search", {"query": "x", "max_results": "many"}), "max_results must be an integer, got 'many'."),
         (("memory_search", {"query": "x", "source": "web"}), "source must be one of 'memory', 'sessions'"),
-        (("memory_search", {}), "query must be a string."),
+        (("memory_search", {}), "query is required (a string)."),
         (("memory_search", {"query": "x", "colour": 1}), "unknown argument(s): colour"),
         (("memory_nope", {}), "Unknown tool 'memory_nope'."),
     ]:

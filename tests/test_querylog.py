@@ -61,3 +61,21 @@ def test_ranking_hash_changes_with_any_ranking_setting() -> None:
     assert ranking_hash(DEFAULT_RANKING) == ranking_hash(DEFAULT_RANKING.replace())
     assert ranking_hash(DEFAULT_RANKING) != ranking_hash(DEFAULT_RANKING.replace(max_results=2))
     assert len(ranking_hash(DEFAULT_RANKING)) == 16
+
+
+def test_a_get_by_citation_logs_the_lines_it_read(tmp_path: Path) -> None:
+    """``memory_get`` of ``path#L2-L3`` logged ``from`` and ``lines`` as null: the raw arguments, not the citation."""
+    from hybridmem.serve.service import MemoryService
+
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "a.md").write_text("# a\n\none\ntwo\nthree\n", encoding="utf-8")
+    service = MemoryService(tmp_path, keyword_only=True, watch=False)
+    try:
+        assert service.get("memory/a.md#L3-L4")["text"] == "one\ntwo"
+        service.get("memory/a.md", **{"from": 5})
+        service.get("memory/a.md")
+    finally:
+        service.close()
+    gets = [r for r in read_log(log_path(tmp_path)) if r["type"] == "get"]
+    assert [(r["path"], r["from"], r["lines"]) for r in gets] == [
+        ("memory/a.md", 3, 2), ("memory/a.md", 5, None), ("memory/a.md", None, None)]

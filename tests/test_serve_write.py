@@ -146,6 +146,8 @@ def test_a_stray_nul_on_disk_keeps_the_file_indexed_with_a_warning(ws: Path) -> 
     ("memory/notes.txt", "only .md files are indexed"),
     ("MEMORY.md", "the workspace's MEMORY.md is not written by memory_write"),  # not a look-alike memory/MEMORY.md
     ("./memory.md", "the workspace's MEMORY.md is not written by memory_write"),
+    ("memory/", "'memory/' names a folder: name a .md file in it"),  # read as a file memory/memory
+    ("memory", "'memory' names a folder: name a .md file in it"),
 ])
 def test_writes_that_would_never_be_found_are_refused_with_the_reason(ws: Path, file: str, reason: str) -> None:
     (ws / "memory" / "folder.md").mkdir()

@@ -66,10 +66,12 @@ def test_get_handler_and_refusals(tools, workspace, tmp_path):
     "name,args,message",
     [
         ("memory_search", "{not json", "not a JSON object"),
-        ("memory_search", {}, "query must be a string"),
+        ("memory_search", {}, "query is required (a string)"),
         ("memory_search", {"query": "x", "max_results": 0}, "max_results"),
         ("memory_search", {"query": "x", "bogus": 1}, "unknown argument"),
         ("memory_get", {"path": 3}, "path must be a string"),
+        ("memory_get", {}, "path is required (a string)"),
+        ("memory_get", {"path": "memory/o.md", "from": 1e308}, "from must be between 1 and 2147483647, got 1e+308"),
         ("nope", {}, "unknown tool"),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from hybridmem.errors import ConfigError
@@ -54,6 +56,33 @@ def _check(cond: bool, name: str, value: Any, expected: str) -> None:
 def _is_int(value: Any) -> bool:
     """An int that is not a bool (``True`` is an ``int`` to Python, never a count to a user)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The longest wait, debounce or interval a setting or flag may name: a day (a longer one is a typo; Python's timers refuse
+# anything past about 292 years, and an infinite one hung a server's first search on an OverflowError)
+MAX_SECONDS = 86_400.0
+
+
+def _is_seconds(value: Any, low: float = 0.0) -> bool:
+    """A finite number of seconds from ``low`` to :data:`MAX_SECONDS` (not a bool, not nan, not inf)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= MAX_SECONDS
+
+
+def seconds(text: str) -> float:
+    """An argparse ``type`` for a flag in seconds (``--debounce``, ``--interval``): the settings' own rule.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number from 0 to :data:`MAX_SECONDS`.
+    """
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not _is_seconds(value):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds from 0 to {MAX_SECONDS:g}, got {text!r}")
+    return value
 
 
 def _check_strings(name: str, values: Any) -> None:

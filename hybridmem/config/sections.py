@@ -7,9 +7,12 @@ from dataclasses import dataclass
 
 from hybridmem.config.base import (
     DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, DOCUMENT_RUNTIMES, INDEX_DIRNAME, LABELS_DIRNAME, MAX_QUERY_CHARS, PROVIDERS,
-    QUERY_MODES, QUERY_RUNTIMES, STORE_BACKENDS, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings, _is_int,
+    MAX_SECONDS, QUERY_MODES, QUERY_RUNTIMES, STORE_BACKENDS, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings,
+    _is_int, _is_seconds,
 )
 from hybridmem.errors import ConfigError
+
+_SECONDS = f"a number of seconds from 0 to {MAX_SECONDS:g}"
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,8 @@ class EmbeddingConfig:
         _check(isinstance(self.model, str), "embedding.model", self.model, "a model name or path, or \"\"")
         _check(_is_int(self.batch_size) and self.batch_size >= 1, "embedding.batch_size", self.batch_size, ">= 1")
         _check(_is_int(self.dims) and self.dims >= 0, "embedding.dims", self.dims, "an integer >= 0")
-        _check(self.timeout_s > 0, "embedding.timeout_s", self.timeout_s, "> 0")
+        _check(_is_seconds(self.timeout_s) and self.timeout_s > 0, "embedding.timeout_s", self.timeout_s,
+               f"a number of seconds > 0 and <= {MAX_SECONDS:g}")
         _check(self.max_retries >= 0, "embedding.max_retries", self.max_retries, ">= 0")
         _check(_is_int(self.shared_cache_max_mb) and self.shared_cache_max_mb >= 0, "embedding.shared_cache_max_mb",
                self.shared_cache_max_mb, "an integer >= 0 (megabytes)")
@@ -189,10 +193,11 @@ class SyncConfig:
     session_delta_messages: int = 50
 
     def __post_init__(self) -> None:
-        _check(self.watch_debounce_s >= 0, "sync.watch_debounce_s", self.watch_debounce_s, ">= 0")
-        _check(self.watch_max_wait_s >= self.watch_debounce_s, "sync.watch_max_wait_s", self.watch_max_wait_s,
-               f">= sync.watch_debounce_s ({self.watch_debounce_s:g})")
-        _check(self.interval_s >= 0, "sync.interval_s", self.interval_s, ">= 0")
+        _check(_is_seconds(self.watch_debounce_s), "sync.watch_debounce_s", self.watch_debounce_s, _SECONDS)
+        _check(_is_seconds(self.watch_max_wait_s, self.watch_debounce_s), "sync.watch_max_wait_s",
+               self.watch_max_wait_s, f"a number of seconds from sync.watch_debounce_s ({self.watch_debounce_s:g}) "
+                                      f"to {MAX_SECONDS:g}")
+        _check(_is_seconds(self.interval_s), "sync.interval_s", self.interval_s, _SECONDS)
         _check(_is_int(self.session_delta_bytes) and self.session_delta_bytes >= 0,
                "sync.session_delta_bytes", self.session_delta_bytes, "an integer >= 0")
         _check(_is_int(self.session_delta_messages) and self.session_delta_messages >= 0,
@@ -271,9 +276,8 @@ class ServeConfig:
     max_note_chars: int = 20_000  # a longer note is refused
 
     def __post_init__(self) -> None:
-        _check(self.model_wait_s >= 0, "serve.model_wait_s", self.model_wait_s, "a number of seconds >= 0")
-        _check(self.alignment_wait_s >= 0, "serve.alignment_wait_s", self.alignment_wait_s,
-               "a number of seconds >= 0")
+        _check(_is_seconds(self.model_wait_s), "serve.model_wait_s", self.model_wait_s, _SECONDS)
+        _check(_is_seconds(self.alignment_wait_s), "serve.alignment_wait_s", self.alignment_wait_s, _SECONDS)
         for name in ("query_log", "redact_writes"):
             _check(isinstance(getattr(self, name), bool), f"serve.{name}", getattr(self, name), "true or false")
         for name in ("query_log_max_bytes", "max_note_chars"):

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from hybridmem.commands import command
+from hybridmem.config.base import seconds
 
 
 def add_parsers(sub: Any) -> None:
@@ -38,7 +39,7 @@ def add_parsers(sub: Any) -> None:
                     help="add memory_write (append notes under memory/) and the pre-compaction flush prompt")
     sp.add_argument("--keyword-only", action="store_true", help="no embeddings")
     sp.add_argument("--no-watch", dest="watch", action="store_false", help="do not sync on file changes")
-    sp.add_argument("--debounce", type=float, default=None, metavar="SECONDS",
+    sp.add_argument("--debounce", type=seconds, default=None, metavar="SECONDS",
                     help="quiet time after a change before syncing (default: sync.watch_debounce_s)")
 
 

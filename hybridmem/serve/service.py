@@ -32,6 +32,7 @@ from hybridmem.config import Settings, load_settings
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.index import MemoryIndex
 from hybridmem.querylog import QueryLog, log_path, ranking_hash
+from hybridmem.reader import cited_lines
 from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
@@ -226,7 +227,8 @@ class MemoryService:
         self.refresh()
         out = self.tools.memory_get({"path": path, **kwargs})
         args = parse_args({"path": path, **kwargs}, GET_ARGS)
-        self.log.get(client, out.get("path", path), args.get("from"), args.get("lines"))
+        _, first, count = cited_lines(path, args.get("from"), args.get("lines"))  # a citation's lines count as asked
+        self.log.get(client, out.get("path", path), first, count)
         return out
 
     def status(self) -> dict[str, Any]:

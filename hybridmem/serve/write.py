@@ -54,7 +54,8 @@ WRITE_DESCRIPTION = (
 )
 WRITE_ARGS: tuple[Arg, ...] = (
     Arg("text", "string", "The note, in Markdown.", required=True),
-    Arg("file", "string", "A .md file under memory/, e.g. memory/projects/api.md (default: today's file)."),
+    Arg("file", "string", "A .md file under memory/, e.g. memory/projects/api.md; a name without a folder goes in "
+                          "memory/ (default: today's file)."),
 )
 
 FLUSH_PROMPT_NAME = "memory_flush"
@@ -131,6 +132,9 @@ def target(workspace: Path, file: str | None, now: float | None = None,
         rel = "memory/" + time.strftime("%Y-%m-%d", time.gmtime(now if now is not None else time.time())) + ".md"
     else:
         rel = validate_relative(file)
+        if rel in ("memory", "") or file.rstrip().endswith(("/", "\\")):
+            raise PathError(f"{file!r} names a folder: name a .md file in it (e.g. memory/notes.md), or leave file out "
+                            "for today's memory/YYYY-MM-DD.md")
         if rel.lower() == "memory.md":
             # the workspace root's MEMORY.md is the user's own; a bare name would land in memory/MEMORY.md, a look-alike
             raise PathError(f"{file!r}: the workspace's MEMORY.md is not written by memory_write; name a file under "
