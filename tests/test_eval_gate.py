@@ -186,7 +186,7 @@ def test_eval_on_a_users_folder_says_what_is_wrong_in_one_line(tmp_path, monkeyp
     q = tmp_path / "q.jsonl"
     q.write_text('{"id": "q1", "text": "line two"}\n')
     cases = {'{"query_id": "q1", "path": "memory/n1.md", "start_line": "six", "end_line": 3}': "judgment 1 is malformed",
-             "[1, 2]": "judgment 1 is malformed",
+             "[1, 2]": "j.jsonl:1: expected a JSON object, got [1, 2]",
              '{"query_id": "q1", "path": "memory/n1.md", "start_line": 9, "end_line": 2}': "has start_line 9 and end_line 2"}
     for row, why in cases.items():
         j = tmp_path / "j.jsonl"

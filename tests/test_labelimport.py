@@ -148,7 +148,7 @@ def test_missing_files_and_unknown_queries_are_skipped_and_reported(tmp_path: Pa
         {"query_id": "q1", "path": ".hybridmem/index.sqlite", "start_line": 1, "end_line": 1}]))
     assert main(["labels", "import", str(src), str(ws)]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("imported 1 judgments for 1 queries (demo)")
+    assert out.startswith("imported 1 judgment for 1 query (demo)")
     assert f"skipped: {src}/judgments.jsonl:2: memory/gone.md: not a memory file of the workspace" in err
     assert f"skipped: {src}/judgments.jsonl:3: query id 'q9' is not in queries.jsonl" in err
     assert f"skipped: {src}/judgments.jsonl:4: .hybridmem/index.sqlite: not a memory file" in err

@@ -207,3 +207,82 @@ def test_labels_cli_import_and_list(ws, tmp_path_factory, capsys):
     with pytest.raises(SystemExit):  # only the action is required: `labels list` takes no path
         main(["labels"])
     assert "required: action (see" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, damage, why", [
+    ("judgments.jsonl", "{oops\n", "judgments.jsonl:2: not valid JSON"),
+    ("judgments.jsonl", '{"query_id": "u001", "start_line": 1, "end_line": 2}\n', "row 2 is malformed"),
+    ("judgments.jsonl", '{"query_id": "u001", "path": "MEMORY.md", "start_line": "a", "end_line": 2}\n',
+     "row 2 is malformed"),
+    ("queries.jsonl", '{"id": "u050"}\n', "row 2 is malformed: expected an object with id and text"),
+])
+def test_a_damaged_label_file_is_one_line_on_every_command(ws, capsys, name, damage, why):
+    """A label file edited by hand: `labels list` and `eval` gave a Python traceback (a KeyError, a ValueError)."""
+    from hybridmem.cli import main
+
+    LabelStore(ws).judge("tls renewal", "memory/2026-01-02.md", 3, 3)
+    with open(labels_dir(ws) / name, "a", encoding="utf-8") as fh:
+        fh.write(damage)
+    before = {p: p.read_bytes() for p in ws.rglob("*.md")}
+    for argv, said in ((["labels", "list", str(ws)], why), (["eval", "--dataset", str(ws), "--keyword-only"], name)):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, (argv, err)
+    assert {p: p.read_bytes() for p in ws.rglob("*.md")} == before
+
+
+def test_a_label_file_saved_in_utf16_and_a_broken_meta_are_one_line(ws, capsys):
+    from hybridmem.cli import main
+
+    LabelStore(ws).judge("tls renewal", "memory/2026-01-02.md", 3, 3)
+    q = labels_dir(ws) / "queries.jsonl"
+    q.write_text(q.read_text(encoding="utf-8"), encoding="utf-16")
+    for argv in (["labels", "list", str(ws)], ["eval", "--dataset", str(ws), "--keyword-only"]):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "queries.jsonl is not UTF-8 text: save it as UTF-8" in err and err.count("\n") == 1, err
+    (labels_dir(ws) / "meta.json").write_text("{not json", encoding="utf-8")
+    q.write_text('{"id": "u001", "text": "tls renewal"}\n', encoding="utf-8")
+    capsys.readouterr()
+    assert main(["eval", "--dataset", str(ws), "--keyword-only"]) == 2
+    assert "meta.json is not a JSON object" in capsys.readouterr().err
+
+
+def test_labels_that_no_longer_match_the_workspace_are_refused_or_reported(ws):
+    """A duplicate query id counted one query twice; a judgment on a deleted note, or on lines a shortened note no
+    longer has, lowered every score without a word."""
+    s = LabelStore(ws)
+    s.judge("tls renewal", "memory/2026-01-02.md", 3, 3)
+    s.judge("retry backoff", "memory/ops.md", 3, 3)
+    s.judge("editor theme", "MEMORY.md", 3, 3)
+    (ws / "memory" / "ops.md").unlink()
+    (ws / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
+    notes = load_dataset(ws).notes
+    assert any(n.startswith("Relevant judgments name 1 file the workspace no longer holds (memory/ops.md)")
+               for n in notes), notes
+    assert any(n.startswith("1 span of relevant judgments start past the file's last line (MEMORY.md#L3-L3)")
+               for n in notes), notes
+    with open(labels_dir(ws) / "queries.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"id": "u001", "text": "another"}\n')
+    with pytest.raises(DatasetError, match="query id 'u001' appears twice"):
+        load_dataset(ws)
+
+
+def test_labels_and_the_gate_refuse_what_they_would_ignore(ws, tmp_path, capsys):
+    """`labels import FILE /no/such/dir` said it imported 0 judgments; `eval gate --keyword-only` wrote e5's
+    figures as the keyword-only baseline."""
+    from hybridmem.cli import main
+
+    src = tmp_path / "qmd.json"
+    src.write_text(json.dumps({"queries": [{"query": "tls", "expected_files": ["memory/2026-01-02.md"]}]}))
+    for argv, why in ((["labels", "import", str(src), str(tmp_path / "nope")], "workspace folder not found"),
+                      (["labels", "list", str(tmp_path / "nope")], "workspace folder not found"),
+                      (["eval", "gate", "--suite", str(ws), "--keyword-only", "--update-baseline"],
+                       "eval gate takes its models and settings from the suite, not --keyword-only")):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1, err
+    assert not (labels_dir(ws) / "baseline.json").exists()

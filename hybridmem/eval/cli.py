@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from hybridmem.commands import command, print_json
 from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, PROVIDERS, Settings, load_settings, preset
 from hybridmem.errors import HybridMemError
+from hybridmem.wording import counted
 
 
 def _labeled_workspace(args: argparse.Namespace) -> bool:
@@ -92,6 +94,11 @@ def _run_gate(args: argparse.Namespace) -> int:
     if not args.suite:
         raise HybridMemError("eval gate needs --suite SUITE.toml (or a labeled workspace folder) and --baseline "
                              "BASELINE.json (a workspace's default: WORKSPACE/.hybridmem-labels/baseline.json)")
+    ignored = [flag for flag, given in (("--keyword-only", args.keyword_only), ("--provider", args.provider),
+                                        ("--settings", args.settings), ("--limit", args.limit)) if given]
+    if ignored:  # they were accepted and ignored: a keyword-only baseline held e5's figures
+        raise HybridMemError(f"eval gate takes its models and settings from the suite, not {', '.join(ignored)}: set "
+                             "them in the suite file (a workspace's gate runs its index settings)")
     res = gate(args.suite, args.baseline, update=args.update_baseline, progress=not args.json)
     if args.json:
         print_json({"passed": res.passed, "failures": res.failures, "values": res.values,
@@ -246,6 +253,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
         raise HybridMemError(f"labels {args.action}: too many paths {paths}")
     args.file = paths.pop(0) if args.action == "import" and paths else None
     args.workspace = paths[0] if paths else "."
+    if not Path(args.workspace).expanduser().is_dir():
+        raise HybridMemError(f"workspace folder not found: {args.workspace}")
     if args.action == "import":
         if not args.file:
             raise HybridMemError("labels import needs a FILE: a QMD fixture (.json), a BEIR folder, or "
@@ -256,7 +265,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
         if args.json:
             print_json(out)
         else:
-            print(f"imported {rep.judgments} judgments for {rep.queries} queries ({rep.format}) into {out['labels']}")
+            print(f"imported {counted(rep.judgments, 'judgment')} for {counted(rep.queries, 'query')} ({rep.format}) "
+                  f"into {out['labels']}")
             for line in rep.skipped:
                 print(f"skipped: {line}", file=sys.stderr)
         return 0

@@ -95,9 +95,25 @@ class Judgment:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The rows of a label file (none when it is missing); DatasetError naming the file and line for a damaged one."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from hybridmem.eval.datasets.base import read_jsonl
+
+    return read_jsonl(path)
+
+
+def _rows(path: Path, build: Any, expected: str) -> list[Any]:
+    """``build(row)`` for each row of a label file, or DatasetError naming the file and line of one it cannot build
+    (a row edited by hand: a field missing, a line number that is no number)."""
+    out = []
+    for n, row in enumerate(_read_jsonl(path), 1):
+        try:
+            out.append(build(row))
+        except (KeyError, TypeError, ValueError):
+            raise DatasetError(f"{path}: row {n} is malformed: expected {expected}, got {json.dumps(row)[:120]}; "
+                               "fix or delete it") from None
+    return out
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -156,13 +172,19 @@ class LabelStore:
     # -- reading -----------------------------------------------------------------------------------------------
     def queries(self) -> list[LabeledQuery]:
         fields = LabeledQuery.__dataclass_fields__
-        return [LabeledQuery(**{k: (str(v) if k == "id" else v) for k, v in r.items() if k in fields})
-                for r in _read_jsonl(self.dir / QUERIES)]
+
+        def query(r: dict) -> LabeledQuery:
+            q = LabeledQuery(**{k: (str(v) if k == "id" else v) for k, v in r.items() if k in fields})
+            if not isinstance(q.text, str):
+                raise TypeError("text")
+            return q
+
+        return _rows(self.dir / QUERIES, query, "an object with id and text")
 
     def judgments(self, query_id: str | None = None) -> list[Judgment]:
-        out = [Judgment(str(r["query_id"]), r["path"], int(r["start_line"]), int(r["end_line"]),
-                        int(r.get("grade", 1)), bool(r.get("whole_file", False)))
-               for r in _read_jsonl(self.dir / JUDGMENTS)]
+        out = _rows(self.dir / JUDGMENTS, lambda r: Judgment(
+            str(r["query_id"]), str(r["path"]), int(r["start_line"]), int(r["end_line"]), int(r.get("grade", 1)),
+            bool(r.get("whole_file", False))), "an object with query_id, path, start_line and end_line")
         return [j for j in out if query_id is None or j.query_id == query_id]
 
     def find(self, text: str) -> LabeledQuery | None:

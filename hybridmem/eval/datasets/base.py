@@ -170,8 +170,12 @@ def read_jsonl(path: Path) -> list[dict]:
                         out.append(json.loads(line))
                     except json.JSONDecodeError as exc:
                         raise DatasetError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+                    if not isinstance(out[-1], dict):
+                        raise DatasetError(f"{path}:{n}: expected a JSON object, got {line.strip()[:60]}")
     except FileNotFoundError:
         raise DatasetError(f"file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path} is not UTF-8 text: save it as UTF-8") from None
     return out
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from hybridmem.config import LABELS_DIRNAME
 from hybridmem.errors import DatasetError
 from hybridmem.eval.datasets.base import Dataset, Evidence, Query, data_dir, parse_time, read_jsonl, read_provenance
+from hybridmem.wording import counted
 
 
 def load_workspace_dataset(
@@ -33,7 +34,12 @@ def load_workspace_dataset(
     root = Path(folder)
     meta: dict = {}
     if (root / "meta.json").is_file():
-        meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+        try:
+            meta = json.loads((root / "meta.json").read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DatasetError(f"{root / 'meta.json'} is not a JSON object ({exc}); fix or delete it") from None
+        if not isinstance(meta, dict):
+            raise DatasetError(f"{root / 'meta.json'} is not a JSON object; fix or delete it")
     workspace = root / meta["workspace"] if "workspace" in meta else (root / "workspace" if (root / "workspace").is_dir()
                                                                       else root)
     qfile = Path(queries) if queries else root / meta.get("queries", "queries.jsonl")
@@ -50,6 +56,11 @@ def load_workspace_dataset(
         evidence: dict[str, Evidence] = {}
         qrels: dict[str, dict[str, int]] = {}
         known = {q.id for q in qs}
+        seen: set[str] = set()
+        for q in (*qs, *none):
+            if q.id in seen:
+                raise DatasetError(f"{qfile}: query id {q.id!r} appears twice; give each query its own id")
+            seen.add(q.id)
         for n, r in enumerate(jrows, 1):
             try:
                 qid = str(r["query_id"])
@@ -73,10 +84,37 @@ def load_workspace_dataset(
         raise DatasetError(f"a row in {qfile.name} or {jfile.name} lacks the field {exc}") from None
     kept = tuple(q for q in qs if q.id in qrels)
     ref = parse_time(reference_time if reference_time is not None else meta.get("reference_time"))
+    notes = ((f"{len(qs) - len(kept)} queries without judgments left out",) if len(kept) < len(qs) else ()
+             ) + _stale(workspace, evidence)
     return Dataset(name=meta.get("name", root.name), kind="evidence", queries=kept, qrels=qrels,
                    workspace=workspace.resolve(), evidence=evidence, reference_time=ref,
-                   provenance=read_provenance(root), no_answer=none,
-                   notes=(f"{len(qs) - len(kept)} queries without judgments left out",) if len(kept) < len(qs) else ())
+                   provenance=read_provenance(root), no_answer=none, notes=notes)
+
+
+def _stale(workspace: Path, evidence: dict[str, Evidence]) -> tuple[str, ...]:
+    """What the relevant judgments name that the workspace no longer holds (a note deleted or cut short after it was
+    labeled): they count as missed by every config, so the scores fall for a reason the user should see."""
+    missing: set[str] = set()
+    past: set[str] = set()
+    lines: dict[str, int] = {}
+    for ev in evidence.values():
+        path = workspace / ev.path
+        if not path.is_file():
+            missing.add(ev.path)
+        elif path.suffix.lower() == ".md":  # a transcript's lines are its rendered messages', not the file's
+            if ev.path not in lines:
+                with open(path, "rb") as fh:
+                    lines[ev.path] = sum(1 for _ in fh)
+            if ev.start > lines[ev.path]:
+                past.add(f"{ev.path}#L{ev.start}-L{ev.end}")
+    out = []
+    for found, what in ((missing, "relevant judgments name {} the workspace no longer holds"),
+                        (past, "{} of relevant judgments start past the file's last line")):
+        if found:
+            out.append(what.format(counted(len(found), "file" if found is missing else "span")).capitalize()
+                       + f" ({', '.join(sorted(found)[:3])}{', ...' if len(found) > 3 else ''}): every config misses "
+                       "them; relabel or delete them")
+    return tuple(out)
 
 
 def load_labels(workspace: str | Path) -> Dataset:
