@@ -1003,3 +1003,15 @@ def test_a_note_holding_the_questions_script_among_others_is_not_asked_across() 
     assert asked_across("when is the cat's vaccine due?", [note[0] + "\n- Dr. Lee, retry_backoff_ms = 250"])
     assert asked_across("猫的疫苗什么时候打？", ["The 東京 backup job runs nightly at 02:30 UTC, then uploads to S3."])
     assert asked_across("Con mèo tiêm phòng khi nào?", ["พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ กับ Dr. Smith"])
+
+
+def test_a_query_in_no_language_is_not_asked_across() -> None:
+    """`NEAR(a b)` over a memory whose only note with letters is Japanese (the others "..." and "---") went to the
+    cross-lingual gate and was answered with it at P 0.94; code and identifiers are the usual gate's to read."""
+    from hybridmem.ranking.gate import asked_across
+
+    notes = ["会議は月曜日の九時からです。", "---", "..."]
+    for junk in ("NEAR(a b)", "ERR_CONN_RESET", "E1042 x"):
+        assert not asked_across(junk, notes), junk
+    assert asked_across("wifi password", ["无线网密码贴在冰箱上。"]) and asked_across("猫", ["Linh fed the cat at noon."])
+    assert asked_across("Internet2与谁达成合作伙伴关系", ["وفي أكتوبر من سنة 2007، أعلن إنترنت2 عن إيقاف آبلين"])

@@ -61,7 +61,7 @@ from typing import Mapping, Sequence
 from hybridmem.config.calibration import Gate
 from hybridmem.ranking.adaptive import letter_script
 from hybridmem.ranking.calibrate import sigmoid
-from hybridmem.ranking.language import LANGUAGE_WORDS, in_language, other_language, words
+from hybridmem.ranking.language import LANGUAGE_WORDS, has_letters, in_language, other_language, words
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
            "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "holds_script",
@@ -189,7 +189,7 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
         False
     """
     asked = dominant_script([query])
-    if asked is None:
+    if asked is None or not has_letters(query):  # code, an identifier or a stray letter: the usual gate reads it
         return False
     # a Latin question with accents but no letter only Vietnamese writes may be Vietnamese all the same (a short one,
     # or one full of English names): it is not told apart from Vietnamese passages

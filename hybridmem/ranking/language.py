@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 from hybridmem.config.paths import user_cache_dir
 
-__all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "in_language", "language_share", "other_language",
-           "preload", "words"]
+__all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "has_letters", "in_language", "language_share",
+           "other_language", "preload", "words"]
 
 LANGUAGE_SHARE = 0.01  # a question under this probability of each top passage's language is in another language
 LANGUAGE_WORDS = 3  # words of two letters or more a question needs to be read
@@ -64,6 +64,19 @@ def words(text: str) -> list[str]:
         ['托马斯', '戴维斯有多少次迫使掉球']
     """
     return _WORD.findall(" ".join(t for t in text.split() if not _CODE.search(t)))
+
+
+def has_letters(text: str) -> bool:
+    """Whether ``text`` holds two letters or more outside its ASCII tokens of code, numbers and identifiers, a Chinese,
+    Japanese or Korean character counting as two (a query like ``NEAR(a b)`` or ``ERR_CONN_RESET`` is in no language
+    to be asked across; ``猫`` is a word).
+
+    Example:
+        >>> has_letters("NEAR(a b)"), has_letters("ERR_CONN_RESET E1042"), has_letters("vpn"), has_letters("猫")
+        (False, False, True, True)
+    """
+    return sum((2 if ch >= "\u2e80" else 1) for token in text.split()
+               if not (token.isascii() and _CODE.search(token)) for ch in token if ch.isalpha()) >= 2
 
 
 def _enough(query: str) -> bool:
