@@ -22,6 +22,7 @@ from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
 from hybridmem.sources import (BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor,
                                source_roots, within)
+from hybridmem.wording import counted
 
 
 def read_memory(
@@ -117,7 +118,7 @@ def read_lines(
                             f"{len(numbered)} lines are readable and searchable")
     last = numbered[-1][0] if numbered else 0
     if from_line is not None and start > last:
-        raise ArgumentError(f"{key} has {last} lines: line {start} is past its end")
+        raise ArgumentError(f"{key} has {counted(last, 'line')}: line {start} is past its end")
     selected = [(n, t) for n, t in numbered if n >= start]
     if lines is not None:
         selected = [(n, t) for n, t in selected if n < start + lines]
