@@ -318,8 +318,8 @@ def test_a_note_in_four_languages_answers_its_own_lines_and_refuses_the_rest(tmp
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "2026-11-20.md").write_text(
         "# 2026-11-20\n\n- 搬家公司报价三千五百元，下周六早上八点来搬。\n- Mẹ khám mắt ở bệnh viện Mắt Trung ương vào thứ Ba, "
-        "9 giờ sáng.\n- พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ วันที่ 3 ธันวาคม\n- Dentist appointment moved to Friday "
-        "at 3pm with Dr. Lee.\n", encoding="utf-8")
+        "9 giờ sáng.\n- พ่อไปตรวจสุขภาพประจำปีที่โรงพยาบาลกรุงเทพ วันที่ 3 ธันวาคม\n"
+        "- Dentist appointment moved to Friday at 3pm with Dr. Lee.\n", encoding="utf-8")
     with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
             embedding={"provider": "e5", "shared_cache": False})) as idx:
         idx.sync()
@@ -327,9 +327,11 @@ def test_a_note_in_four_languages_answers_its_own_lines_and_refuses_the_rest(tmp
                            "when is the cat's vaccine due?"):
             got = idx.search(unanswered)
             assert got.ranking.abstained, (unanswered, got.ranking.answer_probability)
-        for asked in ("搬家多少钱？", "Mẹ khám mắt ở bệnh viện nào?", "พ่อไปตรวจสุขภาพที่ไหน", "when is the dentist appointment?"):
+        for asked in ("搬家多少钱？", "Mẹ khám mắt ở bệnh viện nào?", "พ่อไปตรวจสุขภาพที่ไหน",
+                      "when is the dentist appointment?"):
             got = idx.search(asked)
-            assert got.results and got.results[0].path == "memory/2026-11-20.md", (asked, got.ranking.answer_probability)
+            assert got.results and got.results[0].path == "memory/2026-11-20.md", (asked,
+                                                                                  got.ranking.answer_probability)
 
 
 def test_the_recall_block_leaves_out_hits_far_below_the_first(tmp_path: Path) -> None:

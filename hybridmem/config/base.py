@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 from hybridmem.errors import ConfigError
@@ -58,8 +57,8 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# The longest wait, debounce or interval a setting or flag may name: a day (a longer one is a typo; Python's timers refuse
-# anything past about 292 years, and an infinite one hung a server's first search on an OverflowError)
+# The longest wait, debounce or interval a setting or flag may name: a day (a longer one is a typo; Python's timers
+# refuse anything past about 292 years, and an infinite one hung a server's first search on an OverflowError)
 MAX_SECONDS = 86_400.0
 
 

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 
 from hybridmem.config.base import (
-    DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, DOCUMENT_RUNTIMES, INDEX_DIRNAME, LABELS_DIRNAME, MAX_QUERY_CHARS, PROVIDERS,
-    MAX_SECONDS, QUERY_MODES, QUERY_RUNTIMES, STORE_BACKENDS, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings,
+    DEFAULT_BATCH_SIZE, DEFAULT_PROVIDER, DOCUMENT_RUNTIMES, INDEX_DIRNAME, LABELS_DIRNAME, MAX_QUERY_CHARS, MAX_SECONDS,
+    PROVIDERS, QUERY_MODES, QUERY_RUNTIMES, STORE_BACKENDS, VECTOR_SEARCH_MODES, _check, _check_choice, _check_strings,
     _is_int, _is_seconds,
 )
 from hybridmem.errors import ConfigError

@@ -247,7 +247,8 @@ def script_lines(text: str, script: str) -> tuple[str, ...]:
     numbers and identifiers, when ``text`` has more than one line.
 
     Example:
-        >>> script_lines("# 2026-11-21\\n- Dentist moved to Friday at 3pm.\\n- retry_backoff_ms = 250\\n- 搬家公司报价。", "LATIN")
+        >>> note = "# 2026-11-21\\n- Dentist moved to Friday at 3pm.\\n- retry_backoff_ms = 250\\n- 搬家公司报价。"
+        >>> script_lines(note, "LATIN")
         ('- Dentist moved to Friday at 3pm.',)
     """
     lines = text[:LINE_CHARS].splitlines()

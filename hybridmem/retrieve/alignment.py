@@ -118,7 +118,8 @@ def pack_states(states: TokenStates) -> bytes:
         >>> back = unpack_states(pack_states(s))
         >>> back.vectors.tolist(), back.ids.tolist(), back.weights.tolist()
         ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [7, 9], [1.5, 2.0])
-        >>> unpack_states(pack_states(s._replace(vectors=s.vectors[:0], ids=s.ids[:0], weights=s.weights[:0]))).vectors.shape
+        >>> empty = s._replace(vectors=s.vectors[:0], ids=s.ids[:0], weights=s.weights[:0])
+        >>> unpack_states(pack_states(empty)).vectors.shape
         (0, 3)
     """
     vectors = np.asarray(states.vectors)
