@@ -25,7 +25,7 @@ from hybridmem.config import SourcesConfig
 from hybridmem.records import Document
 from hybridmem.redaction import Redactor
 from hybridmem.sessions import NO_REDACTION, compile_redactions, parse_transcript, replace_surrogates
-from hybridmem.wording import counted, numbered
+from hybridmem.wording import counted, numbered, unreadable_name
 
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
 ROOT_FILES = ("MEMORY.md", "memory.md")
@@ -62,9 +62,7 @@ def date_from_path(path: str) -> float | None:
 
 def is_evergreen(path: str) -> bool:
     """``MEMORY.md``/``memory.md`` and undated files under ``memory/`` never decay."""
-    if path in ROOT_FILES:
-        return True
-    return path.startswith("memory/") and date_from_path(path) is None
+    return path in ROOT_FILES or (path.startswith("memory/") and date_from_path(path) is None)
 
 
 def source_roots(workspace: str | Path, config: SourcesConfig | None = None) -> tuple[str, ...]:
@@ -79,8 +77,7 @@ def configured_places(workspace: str | Path, config: SourcesConfig | None = None
     cfg = config or SourcesConfig()
     ws = Path(workspace).absolute()
     places = [ws / name for name in ROOT_FILES] + [ws / "memory"]
-    for configured in (*cfg.extra_paths, *cfg.session_paths):
-        places.append(_configured(ws, configured))
+    places += [_configured(ws, configured) for configured in (*cfg.extra_paths, *cfg.session_paths)]
     return [str(p) for p in places]
 
 
@@ -198,6 +195,9 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
             continue
         seen_real.add(real)
         key = _key(ws, p, root)
+        if why := unreadable_name(key):
+            notes.append(why)
+            continue
         if key in out:  # two configured folders of one name: the later one's key names more of its path
             key = _longer_key(p, root, out)
         out[key] = SourceFile(key, str(p), source, st.st_mtime, st.st_size, max(st.st_mtime, st.st_ctime))

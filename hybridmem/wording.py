@@ -27,3 +27,19 @@ def numbered(noun: str, numbers: Iterable[int], more: str = "") -> str:
     """
     shown = [str(x) for x in numbers]
     return f"{noun}{'' if len(shown) == 1 and not more else 's'} {', '.join(shown)}{more}"
+
+
+def unreadable_name(key: str) -> str | None:
+    """The warning for a file whose name is not UTF-8 text (bytes the file system took as a name, which the index, a
+    citation and a terminal cannot hold), shown with its bytes escaped; None for a readable name.
+
+    Example:
+        >>> unreadable_name("memory/bad\\udcffname.md"), unreadable_name("memory/café.md")
+        ('memory/bad\\\\xffname.md: skipped, its file name is not UTF-8 text; rename it to index it', None)
+    """
+    try:
+        key.encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        shown = key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"{shown}: skipped, its file name is not UTF-8 text; rename it to index it"

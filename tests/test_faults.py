@@ -6,6 +6,7 @@ Every test uses the real store (SQLite FTS5 + sqlite-vec) and the HashEmbedder (
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import random
 import signal
@@ -907,3 +908,21 @@ def test_a_citation_with_a_bad_line_range_says_so(small_index: MemoryIndex, path
     with pytest.raises(ArgumentError, match=message.replace(".", r"\.")):
         small_index.get(path)
     assert small_index.get("memory/topic-0001.md#L2-L3")["from"] == 2
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name of raw bytes: Linux file systems take any")
+def test_a_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`memory/bad\\xffname.md` made every sync raise a UnicodeEncodeError (a traceback, exit 1) and left the whole
+    workspace unsearchable until the file was renamed."""
+    main = cli_main
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "ok.md").write_text("# ok\n\nquokka notes\n", encoding="utf-8")
+    bad = os.path.join(os.fsencode(tmp_path / "memory"), b"bad\xffname.md")
+    with open(bad, "wb") as fh:
+        fh.write(b"# x\n\nquokka_token\n")
+    assert main(["index", str(tmp_path), "--keyword-only"]) == 0
+    err = capsys.readouterr().err
+    assert "memory/bad\\xffname.md: skipped, its file name is not UTF-8 text; rename it to index it" in err, err
+    assert main(["search", "quokka", str(tmp_path), "--no-sync", "--json"]) == 0
+    assert [r["path"] for r in json.loads(capsys.readouterr().out)["results"]] == ["memory/ok.md"]
+    assert open(bad, "rb").read() == b"# x\n\nquokka_token\n"
