@@ -166,6 +166,12 @@ _PLAIN_WORDS = frozenset("""
     true false yes changeme redacted masked encrypted hashed unknown generated different""".split())
 
 
+# "password" in the languages the project serves (English is the rules below): the prefilter and the rule's words
+_PASSWORD_WORDS = ("mật khẩu", "mat khau", "密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호", "암호", "contraseña",
+                   "senha", "mot de passe", "passwort", "kennwort", "пароль", "şifre", "parola", "كلمة المرور",
+                   "كلمة السر", "รหัสผ่าน", "पासवर्ड", "kata sandi", "κωδικός")
+
+
 def _not_placeholder(secret: str) -> bool:
     s = secret.strip(".,;:!?")
     return not (re.fullmatch(r"\d{1,7}", s) or s.lower() in _PLAIN_WORDS or s.startswith(("[REDACTED", "<", "${", "{{"))
@@ -230,6 +236,11 @@ HYBRIDMEM_RULES: tuple[Rule, ...] = (
     Rule("my-password", re.compile(
         r"(?i)\b(?:my|our|the|your|his|her|their)\s+(?:[\w-]+\s+){0,2}?(?:password|passwd|passphrase|passcode)"
         r"\s+(?:is|was)\s*:?\s+[\"'`]?([^\s\"'`]{3,200})"), ("pass",), check=_not_placeholder),
+    # "password" in other languages, then up to a few words ("wifi nhà mình là", "是", "は") and a password-looking
+    # token: "Mật khẩu wifi là Tr0ub4dor&3", "密码是 Xy9#kLm2Pq", "パスワードは Tr0ub4dor&3 です" were kept verbatim
+    Rule("password-word", re.compile(rf"(?i)(?:{'|'.join(_PASSWORD_WORDS)})[^\n.!?;。！？]{{0,40}}?"
+                                     r"(?<![!-~])[\"'`]?((?=[!-~]*[0-9])(?=[!-~]*[A-Za-z])[!#-&(-_a-~]{8,200}(?<![.,;:!?]))"),
+         _PASSWORD_WORDS, check=_password_like),
     Rule("key-sentence", re.compile(
         rf"(?i)\b(?:api[ _-]?key|secret[ _-]?key|access[ _-]?key|access[ _-]?token|auth[ _-]?token|token|secret)"
         rf"(?:\s+(?:is|was|=|:))?\s*:?\s+[\"'`]?{_TOKENISH}"), ("key", "token", "secret")),

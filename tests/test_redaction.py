@@ -41,6 +41,15 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(rnd(64, ALNUM + "+/", i) f
 
 # (text, secret): after redaction the secret must be gone.
 POSITIVE: list[tuple[str, str]] = [
+    # "password" in other languages (these were kept verbatim, and a search for the password found it)
+    ("Mật khẩu wifi nhà mình là Tr0ub4dor&3, còn", "Tr0ub4dor&3"),
+    ("密码是 Xy9#kLm2Pq", "Xy9#kLm2Pq"),
+    ("パスワードは Tr0ub4dor&3 です", "Tr0ub4dor&3"),
+    ("Пароль от сервера: Qw3rty!Zx9", "Qw3rty!Zx9"),
+    ("Das Passwort lautet Sommer2026x", "Sommer2026x"),
+    ("mot de passe : Azerty123", "Azerty123"),
+    ('contraseña del router: "Gato1234"', "Gato1234"),
+    ("รหัสผ่าน wifi คือ Abc12345xyz", "Abc12345xyz"),
     (f"aws_secret_access_key={AWS_SECRET}", AWS_SECRET),
     (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
     (f"export AWS_SECRET_ACCESS_KEY=\"{AWS_SECRET}\"", AWS_SECRET),
@@ -175,6 +184,7 @@ NEGATIVE: list[str] = [
     "password policy: 12 characters",
 ]
 NEGATIVE.remove(NEGATIVE[40])  # the docs' sample key: we redact it (a key-shaped string costs nothing to hide)
+NEGATIVE += ["mật khẩu wifi đã được đổi hôm qua", "密码已经改了，新的在冰箱上", "Das Passwort muss 12 Zeichen lang sein."]
 
 
 def test_corpus_scores(capsys) -> None:
