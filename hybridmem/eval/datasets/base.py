@@ -163,7 +163,7 @@ def read_jsonl(path: Path) -> list[dict]:
     """Parse a JSONL file (blank lines skipped); errors name the file and line."""
     out = []
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a file saved with a byte-order mark reads the same
             for n, line in enumerate(fh, 1):
                 if line.strip():
                     try:
