@@ -926,3 +926,33 @@ def test_a_file_name_that_is_not_utf8_is_skipped_with_a_warning(tmp_path: Path, 
     assert main(["search", "quokka", str(tmp_path), "--no-sync", "--json"]) == 0
     assert [r["path"] for r in json.loads(capsys.readouterr().out)["results"]] == ["memory/ok.md"]
     assert open(bad, "rb").read() == b"# x\n\nquokka_token\n"
+
+
+def test_a_utf8_byte_order_mark_keeps_a_file_utf8_whatever_stray_bytes_follow(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """A BOM and two stray bytes made the file read as Windows-1252 with the BOM kept: a transcript's first message
+    read as malformed and was lost (the capybara was not found), a note's first line began with "ï»¿"."""
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "s.jsonl").write_bytes(
+        b'\xef\xbb\xbf{"role":"user","content":"the capybara lives by the river"}\n'
+        b'{"role":"assistant","content":"noted \xff\xfe"}\n')
+    (tmp_path / "memory" / "o.md").write_bytes(b"\xef\xbb\xbf# Otter\n\nThe otter naps \xff at noon.\n")
+    assert cli_main(["index", str(tmp_path), "--keyword-only"]) == 0
+    assert "invalid UTF-8 replaced" in capsys.readouterr().err
+    assert cli_main(["search", "capybara", str(tmp_path), "--no-sync", "--json"]) == 0
+    assert [r["path"] for r in json.loads(capsys.readouterr().out)["results"]] == ["sessions/s.jsonl"]
+    assert cli_main(["get", "memory/o.md", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["text"].startswith("# Otter\n")
+
+
+@pytest.mark.parametrize("index", ["/dev/null", "/proc/hybridmem-test.sqlite", "x" * 300 + ".sqlite"])
+def test_an_index_path_that_cannot_hold_a_database_is_one_line(tmp_path: Path, capsys, index: str) -> None:  # noqa: ANN001
+    """`--index /dev/null` gave a traceback and made /dev/null-journal; /proc and a name too long gave tracebacks."""
+    (tmp_path / "MEMORY.md").write_text("# Memory\n\nquokka\n", encoding="utf-8")
+    path = index if index.startswith("/") else str(tmp_path / index)
+    for argv in (["index", str(tmp_path), "--keyword-only"], ["search", "quokka", str(tmp_path)]):
+        capsys.readouterr()
+        assert cli_main([*argv, "--index", path]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "give --index a" in err, err
+    assert not os.path.exists("/dev/null-journal")

@@ -38,6 +38,9 @@ def refuse_non_index(path: str | Path) -> None:
         raise NotAnIndexError(f"{what} (a {p.suffix} file); refusing to use it as one: give --index a path of its own, "
                               f"such as WORKSPACE/{INDEX_DIRNAME}/index.sqlite")
     try:
+        if p.exists() and not p.is_file() and not p.is_dir():  # /dev/null took the index and made /dev/null-journal
+            raise NotAnIndexError(f"{p} is not a regular file (a device, a pipe or a socket): give --index a file "
+                                  "path of its own")
         with open(p, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))
     except IsADirectoryError:
@@ -49,6 +52,8 @@ def refuse_non_index(path: str | Path) -> None:
                               "--index a path of its own") from None
     except (FileNotFoundError, PermissionError):
         return
+    except OSError as exc:  # a name too long for the file system, and the like
+        raise NotAnIndexError(f"cannot use the index {p}: {exc.strerror or exc}; give --index a path of its own") from None
     if head and head != SQLITE_HEADER[: len(head)] and p.parent.name != INDEX_DIRNAME:
         raise NotAnIndexError(f"{what} (not an SQLite database); refusing to open or overwrite it: give --index a path "
                               "of its own")
@@ -122,8 +127,15 @@ def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
             continue
-        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
-                         uri=str(path).startswith("file:"))
+        try:
+            db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
+                             uri=str(path).startswith("file:"))
+        except Exception as exc:  # noqa: BLE001 - each driver's own OperationalError: a folder that takes no file
+            if "unable to open database file" not in str(exc):
+                raise
+            raise NotAnIndexError(f"cannot open or create the index {path}: its folder does not take a database file "
+                                  "(a system folder, or one without write access); give --index a path of its own"
+                                  ) from None
         try:
             db.enable_load_extension(True)
             import sqlite_vec
