@@ -340,8 +340,8 @@ def text_encoding(data: bytes) -> str:
         ['utf-8', 'cp1252', 'utf-16']
     """
     wide = _bom_encoding(data)
-    if wide:
-        return wide
+    if wide or data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark says UTF-8 whatever stray bytes follow
+        return wide or "utf-8"
     try:
         data.decode("utf-8")
         return "utf-8"
