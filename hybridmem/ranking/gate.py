@@ -153,9 +153,7 @@ def dominant_script(texts: Sequence[str]) -> str | None:
         seen = 0
         for ch in text:
             if ch.isalpha():
-                script = letter_script(ch)
-                script = "VIETNAMESE" if script == "LATIN" and _vietnamese(ch) else _SCRIPT_GROUPS.get(script, script)
-                counts[script] += 1
+                counts[_group(ch)] += 1
                 seen += 1
                 if seen >= SCRIPT_LETTERS:
                     break
@@ -205,7 +203,8 @@ def other_script(query: str, passages: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=4096)
 def _group(ch: str) -> str:
-    """A letter's script as :func:`dominant_script` counts it: kana with CJK, Vietnamese's own letters apart."""
+    """A letter's script as :func:`dominant_script` and :func:`holds_script` count it: kana with CJK, Vietnamese's own
+    letters apart."""
     script = letter_script(ch)
     return "VIETNAMESE" if script == "LATIN" and _vietnamese(ch) else _SCRIPT_GROUPS.get(script, script)
 
