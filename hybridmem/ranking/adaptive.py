@@ -50,8 +50,11 @@ def letter_script(ch: str) -> str:
     Example:
         >>> letter_script("ệ"), letter_script("中"), letter_script("ا")
         ('LATIN', 'CJK', 'ARABIC')
+        >>> letter_script("µ"), letter_script("Ａ"), letter_script("ｱ"), letter_script("ᚠ")
+        ('GREEK', 'LATIN', 'KATAKANA', 'RUNIC')
     """
-    name = unicodedata.name(ch, "")
+    folded = unicodedata.normalize("NFKC", ch)[:1]  # a compatibility form is its letter's: "µ" Greek, "Ａ" Latin
+    name = unicodedata.name(folded if folded.isalpha() else ch, "")
     first = name.split(" ", 1)[0]
     return first or "UNKNOWN"
 
