@@ -260,6 +260,8 @@ def cmd_get(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(out["text"])
+        if out.get("note"):  # cut at sources.get_max_lines or get_max_chars
+            print(f"note: {out['note']}", file=sys.stderr)
     return 0
 
 
@@ -337,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--from", dest="from_line", type=int, default=None, metavar="LINE",
                     help="first line to read, from 1 (default: 1, or the citation's first line)")
     sp.add_argument("--lines", type=int, default=None, metavar="N",
-                    help="number of lines to read (default: to the end, or the citation's lines)")
+                    help="number of lines to read (default: the citation's lines, else to the end, at most "
+                         "sources.get_max_lines)")
 
     _add_watch_parser(sub)
     # Modules with subcommands of their own: each has ``add_parsers(sub)`` and registers its ``@command`` functions

@@ -22,7 +22,7 @@ from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
 from hybridmem.sources import (BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor,
                                source_roots, within)
-from hybridmem.wording import counted
+from hybridmem.wording import counted, get_cut
 
 
 def read_memory(
@@ -122,11 +122,48 @@ def read_lines(
     selected = [(n, t) for n, t in numbered if n >= start]
     if lines is not None:
         selected = [(n, t) for n, t in selected if n < start + lines]
-    return {
-        "path": key, "from": start, "lines": len(selected), "total_lines": len(numbered),
-        "text": "\n".join(t for _, t in selected),
-        "line_numbers": [n for n, _ in selected] if source == "sessions" else None,
+    shown, note = capped(selected, lines is None, sources, len(numbered))
+    out = {
+        "path": key, "from": start, "lines": len(shown), "total_lines": len(numbered),
+        "text": "\n".join(t for _, t in shown),
+        "line_numbers": [n for n, _ in shown] if source == "sessions" else None,
     }
+    if note:
+        out.update(truncated=True, next_from=selected[len(shown)][0] if len(shown) < len(selected) else None,
+                   note=note)
+    return out
+
+
+def capped(selected: list[tuple[int, str]], uncounted: bool, sources: SourcesConfig,
+           total: int) -> tuple[list[tuple[int, str]], str | None]:
+    """The lines a get returns of ``selected`` (``(number, text)``): at most ``sources.get_max_lines`` when no count
+    was asked (``uncounted``), and at most ``sources.get_max_chars`` characters in any case (a single longer line is
+    cut); and what the reply says when that left some out (:func:`hybridmem.wording.get_cut`), else None.
+
+    Example:
+        >>> cfg = SourcesConfig(get_max_lines=2, get_max_chars=12)
+        >>> capped([(1, "abc"), (2, "def"), (3, "ghi")], True, cfg, 3)[0]
+        [(1, 'abc'), (2, 'def')]
+        >>> capped([(1, "abcdefgh"), (2, "ijklmnop")], False, cfg, 2)[0]
+        [(1, 'abcdefgh')]
+        >>> rows, note = capped([(1, "x" * 20)], False, cfg, 1)
+        >>> rows, note.startswith("line 1 was cut at its first 12 characters")
+        ([(1, 'xxxxxxxxxxxx')], True)
+    """
+    by, limit = "lines", sources.get_max_lines
+    shown = selected[:limit] if uncounted else selected
+    used = -1  # the first line has no line break before it
+    for i, (n, t) in enumerate(shown):
+        used += len(t) + 1
+        if used > sources.get_max_chars:
+            if i == 0:  # one line longer than the cap: its start, and where the next line begins
+                nxt = selected[1][0] if len(selected) > 1 else None
+                return [(n, t[:sources.get_max_chars])], get_cut(1, total, nxt, "chars", sources.get_max_chars, n)
+            shown, by, limit = shown[:i], "chars", sources.get_max_chars
+            break
+    if len(shown) == len(selected):
+        return shown, None
+    return shown, get_cut(len(shown), total, selected[len(shown)][0], by, limit)
 
 
 def validate_relative(path: str) -> str:

@@ -156,7 +156,8 @@ def recall_block(hits: Iterable[tuple[str, float, str]], cap: int) -> str:
 
 GET_DESCRIPTION = (
     "Read specific lines of a memory file (MEMORY.md, memory/**/*.md or a session transcript), usually after "
-    "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root."
+    "memory_search, to pull only the lines needed and keep the context small. The path is relative to the memory root. "
+    "A long reply is cut (truncated: true, with a note) and next_from is the line to read on from."
 )
 
 
@@ -228,7 +229,8 @@ GET_ARGS: tuple[Arg, ...] = (
         "citation (memory/2026-06-12.md#L3-L7: those lines unless from/lines say otherwise).", required=True),
     Arg("from", "integer", "First line to read (1-based).", minimum=1, maximum=MAX_LINE,
         aliases=("from_line", "fromLine")),
-    Arg("lines", "integer", "How many lines to read.", minimum=1, maximum=2000),
+    Arg("lines", "integer", "How many lines to read (default: the citation's, else to the end within a cap).",
+        minimum=1, maximum=2000),
 )
 
 

@@ -43,3 +43,26 @@ def unreadable_name(key: str) -> str | None:
     except UnicodeEncodeError:
         shown = key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         return f"{shown}: skipped, its file name is not UTF-8 text; rename it to index it"
+
+
+def get_cut(shown: int, total: int, next_from: int | None, by: str, limit: int, cut_line: int | None = None) -> str:
+    """What ``hybridmem get`` and ``memory_get`` say beside a reply they cut at ``sources.get_max_lines`` (``by``
+    "lines": no count was asked) or ``sources.get_max_chars`` (``by`` "chars"), and where to read on (``next_from``,
+    None past the end); ``cut_line``: a line longer than the cap, cut itself.
+
+    Example:
+        >>> print(get_cut(400, 2000, 401, "lines", 400))  # doctest: +NORMALIZE_WHITESPACE
+        cut at 400 of 2000 lines (sources.get_max_lines, when no count is asked); read on from line 401
+        (memory_get from=401, hybridmem get --from 401)
+        >>> get_cut(1, 1, None, "chars", 40000, cut_line=1)
+        'line 1 was cut at its first 40000 characters (sources.get_max_chars); the rest of it cannot be read with get'
+    """
+    if cut_line is not None:
+        said = (f"line {cut_line} was cut at its first {limit} characters (sources.get_max_chars); the rest of it "
+                "cannot be read with get")
+    elif by == "lines":
+        said = f"cut at {shown} of {counted(total, 'line')} (sources.get_max_lines, when no count is asked)"
+    else:
+        said = f"cut at {limit} characters, after {counted(shown, 'line')} (sources.get_max_chars)"
+    return said + (f"; read on from line {next_from} (memory_get from={next_from}, hybridmem get --from {next_from})"
+                   if next_from is not None else "")

@@ -322,3 +322,20 @@ def test_stem_scripts_lets_the_keyword_leg_find_an_arabic_word_without_its_artic
     write(kw_workspace, "hybridmem.toml", '[embedding]\nprovider = "none"\n[tokenizer]\nstem_scripts = true\n')
     code, out, _ = run(capsys, "search", "فريق ادارة", str(kw_workspace), "--json")  # the sync rebuilds the index
     assert code == 0 and [r["path"] for r in json.loads(out)["results"]][:1] == ["memory/ar.md"]
+
+
+def test_get_of_a_long_file_prints_the_capped_lines_and_one_note(kw_workspace: Path, capsys):
+    """`hybridmem get` printed a whole file however large; now the lines up to sources.get_max_lines on stdout, and
+    one note on stderr naming the line to read on from (as memory_get's reply does)."""
+    from hybridmem.config import SourcesConfig
+
+    cap = SourcesConfig().get_max_lines
+    write(kw_workspace, "memory/long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
+    code, out, err = run(capsys, "get", "memory/long.md", str(kw_workspace))
+    assert code == 0 and out.splitlines() == [f"line {i}" for i in range(1, cap + 1)]
+    assert err.count("\n") == 1 and err.startswith(f"note: cut at {cap} of 1000 lines") and f"--from {cap + 1}" in err
+    code, out, err = run(capsys, "get", "memory/long.md", str(kw_workspace), "--from", str(cap + 1), "--lines", "1000")
+    assert code == 0 and len(out.splitlines()) == 1000 - cap and err == ""
+    code, out, _ = run(capsys, "get", "memory/long.md", str(kw_workspace), "--json")
+    data = json.loads(out)
+    assert (data["lines"], data["truncated"], data["next_from"]) == (cap, True, cap + 1)

@@ -600,3 +600,22 @@ def test_a_3_mb_query_is_cut_and_does_not_slow_the_small_ones_beside_it(ws: Path
                                    "(tokenizer.max_query_chars)")
             assert "(note: the query was cut to its first 2000" in r["text"]
     assert max(len(rec["query"]) for rec in read_log(log_path(ws))) <= 2_000
+
+
+def test_memory_get_of_a_long_file_is_capped_and_its_text_says_so(ws: Path) -> None:
+    """The served memory_get returned a whole file however large; now it is cut as `hybridmem get` is, the
+    structured result (which its output schema accepts) says so, and the text a host shows the model ends with it."""
+    import jsonschema
+
+    from hybridmem.config import SourcesConfig
+    from hybridmem.serve.server import GET_OUTPUT, call, render
+
+    cap = SourcesConfig().get_max_lines
+    (ws / "memory" / "long.md").write_text("".join(f"line {i}\n" for i in range(1, 1001)), encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as svc:
+        out, error = call(svc, "memory_get", {"path": "memory/long.md"}, "stdio")
+        assert error is None and (out["lines"], out["truncated"], out["next_from"]) == (cap, True, cap + 1)
+        jsonschema.validate(out, GET_OUTPUT)
+        assert render("memory_get", out).endswith(f"line {cap}\n\n(note: {out['note']})")
+        out, _ = call(svc, "memory_get", {"path": FILE, "from": 1, "lines": 5}, "stdio")
+        assert render("memory_get", out) == out["text"] and "truncated" not in out

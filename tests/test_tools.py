@@ -166,3 +166,38 @@ def test_schema_limits_and_defaults_come_from_one_place(tools):
     assert props["source"]["enum"] == ["memory", "sessions"]
     err = json.loads(tools.handle("memory_search", {"query": "x", "max_results": limit.maximum + 1}))["error"]
     assert err == f"max_results must be between 1 and {limit.maximum}, got {limit.maximum + 1}"
+
+
+def test_get_of_a_long_file_is_capped_and_says_where_to_read_on(workspace):
+    """memory_get with no line count returned a whole file however large (10 MB of a 200,000-line note): now at most
+    sources.get_max_lines lines, marked truncated, with the line to read on from; an explicit count reads past it."""
+    from hybridmem.config import Settings, SourcesConfig
+
+    write(workspace, "memory/long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
+    tools = MemoryTools(MemoryIndex(workspace, settings=Settings().override(embedding={"provider": "none"})))
+    cap = SourcesConfig().get_max_lines
+    out = json.loads(tools.handle("memory_get", {"path": "memory/long.md"}))
+    assert (out["lines"], out["total_lines"], out["truncated"], out["next_from"]) == (cap, 1000, True, cap + 1)
+    assert out["text"].splitlines()[-1] == f"line {cap}" and f"from={cap + 1}" in out["note"]
+    rest = json.loads(tools.handle("memory_get", {"path": "memory/long.md", "from": out["next_from"]}))
+    assert rest["text"].splitlines()[0] == f"line {cap + 1}" and rest["lines"] == min(cap, 1000 - cap)
+    whole = json.loads(tools.handle("memory_get", {"path": "memory/long.md", "lines": 1000}))
+    assert whole["lines"] == 1000 and "truncated" not in whole and "note" not in whole
+    short = json.loads(tools.handle("memory_get", {"path": "memory/topics/cars.md"}))
+    assert short["lines"] == short["total_lines"] == 3 and "truncated" not in short
+
+
+def test_get_is_capped_in_characters_even_with_a_count(workspace):
+    """A few huge lines pass any line cap: sources.get_max_chars bounds every reply; a line longer than the cap alone
+    comes back cut, and the reply says the rest of it cannot be read."""
+    from hybridmem.config import Settings
+
+    write(workspace, "memory/wide.md", "".join(f"{i:03d} " + "x" * 96 + "\n" for i in range(1, 11)) + "y" * 500 + "\n")
+    settings = Settings().override(embedding={"provider": "none"}, sources={"get_max_chars": 350})
+    tools = MemoryTools(MemoryIndex(workspace, settings=settings))
+    out = json.loads(tools.handle("memory_get", {"path": "memory/wide.md", "lines": 5}))
+    assert (out["lines"], out["next_from"], out["truncated"]) == (3, 4, True) and len(out["text"]) <= 350
+    assert out["note"].startswith("cut at 350 characters, after 3 lines (sources.get_max_chars)")
+    long = json.loads(tools.handle("memory_get", {"path": "memory/wide.md", "from": 11}))
+    assert long["text"] == "y" * 350 and long["next_from"] is None
+    assert long["note"].startswith("line 11 was cut at its first 350 characters")

@@ -148,7 +148,7 @@ class EmbeddingConfig:
 
 @dataclass(frozen=True)
 class SourcesConfig:
-    """What to index in a workspace."""
+    """What to index in a workspace, and how much of a file ``hybridmem get`` and ``memory_get`` return at once."""
 
     extra_paths: tuple[str, ...] = ()  # files or folders, relative to the workspace or absolute
     session_paths: tuple[str, ...] = ("sessions",)  # folders of *.jsonl transcripts
@@ -157,6 +157,11 @@ class SourcesConfig:
     # Larger files are indexed up to this many bytes (cut at a line break) with a warning. Indexing holds about 4.5x
     # the text at its peak: a whole 100 MB Markdown file peaked at 461 MB RSS and took 131 s keyword-only here.
     max_file_bytes: int = 16 * 1024 * 1024
+    # A get with no line count (no `lines`, `--lines` or citation) returns at most this many lines; any get returns at
+    # most get_max_chars characters (about 10k tokens: a whole large note never floods an agent's context). A cut
+    # reply says so, and from which line to read on.
+    get_max_lines: int = 400
+    get_max_chars: int = 40_000
     redact_patterns: tuple[str, ...] = ()  # extra regexes redacted, beside the built-in rules (hybridmem/redaction.py)
     redact_sessions: bool = True  # redact secrets in transcripts before they are chunked, indexed or returned
     # Memory files too: agents write them from the same conversations, and the index (a second copy) and search
@@ -167,8 +172,9 @@ class SourcesConfig:
     def __post_init__(self) -> None:
         for name in ("extra_paths", "session_paths", "ignore_dirs", "redact_patterns"):
             _check_strings(f"sources.{name}", getattr(self, name))
-        _check(_is_int(self.max_file_bytes) and self.max_file_bytes >= 1, "sources.max_file_bytes",
-               self.max_file_bytes, "an integer >= 1")
+        for name in ("max_file_bytes", "get_max_lines", "get_max_chars"):
+            _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, f"sources.{name}", getattr(self, name),
+                   "an integer >= 1")
         for name in ("redact_sessions", "redact_memory"):
             _check(isinstance(getattr(self, name), bool), f"sources.{name}", getattr(self, name), "true or false")
         for pattern in self.redact_patterns:

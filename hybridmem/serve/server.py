@@ -26,7 +26,8 @@ from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
                "decisions, dates, people, preferences or todos. Returns snippets with path#line citations.")
-GET_TEXT = "Read lines of a memory file, usually around a memory_search hit (path relative to the memory root)."
+GET_TEXT = ("Read lines of a memory file, usually around a memory_search hit (path relative to the memory root). "
+            "A long reply is cut (truncated, note) and next_from says where to read on.")
 STATUS_TEXT = ("Index status: files, chunks, embedding model, last sync, whether a sync is running, and how many files "
                "changed on disk since the index read them.")
 
@@ -43,7 +44,9 @@ SEARCH_OUTPUT = {"type": "object", "properties": {
     "required": ["query", "results"]}
 GET_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},
-    "total_lines": {"type": "integer"}, "text": {"type": "string"}}, "required": ["path", "from", "lines", "text"]}
+    "total_lines": {"type": "integer"}, "text": {"type": "string"}, "truncated": {"type": "boolean"},
+    "next_from": {"type": ["integer", "null"]}, "note": {"type": "string"}},
+    "required": ["path", "from", "lines", "text"]}
 STATUS_OUTPUT = {"type": "object", "properties": {
     "files": {"type": "integer"}, "chunks": {"type": "integer"}, "provider": {"type": "string"},
     "model": {"type": "string"}, "model_loaded": {"type": "boolean"}, "last_sync": {"type": ["string", "null"]},
@@ -89,7 +92,7 @@ def render(name: str, out: dict[str, Any]) -> str:
             parts.append(f"(note: {out['fallback_reason']})")
         return "\n\n".join(parts + notice)
     if name == "memory_get":
-        return out["text"]
+        return f"{out['text']}\n\n(note: {out['note']})" if out.get("note") else out["text"]
     if name == "memory_write":
         text = f"Saved to {out['path']}#L{out['start_line']}-L{out['end_line']}."
         if out.get("redacted"):
