@@ -236,6 +236,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
     """The context block an agent gets before it starts: passing hits with citations, or nothing."""
     from hybridmem.tools import recall_context
 
+    if not args.message.strip():  # as search's empty query and the MCP recall prompt's empty message
+        raise HybridMemError("the message is empty: give the message to recall memories for")
     if not args.sync:
         require_index(args)
     with open_index(args) as idx:

@@ -339,3 +339,13 @@ def test_get_of_a_long_file_prints_the_capped_lines_and_one_note(kw_workspace: P
     code, out, _ = run(capsys, "get", "memory/long.md", str(kw_workspace), "--json")
     data = json.loads(out)
     assert (data["lines"], data["truncated"], data["next_from"]) == (cap, True, cap + 1)
+
+
+@pytest.mark.parametrize("command", ["search", "recall"])
+@pytest.mark.parametrize("text", ["", "   "])
+def test_an_empty_query_or_message_is_one_line_and_exit_2(kw_workspace: Path, capsys, command: str, text: str):
+    """`recall ""` indexed the workspace, searched nothing and exited 0 where `search ""` (and the MCP recall prompt)
+    refuse an empty one: both are a user mistake in one line, exit 2, before anything is indexed."""
+    code, out, err = run(capsys, command, text, str(kw_workspace))
+    assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith("hybridmem: error: the ")
+    assert "is empty" in err and not (kw_workspace / ".hybridmem").exists()
