@@ -187,3 +187,26 @@ def test_a_span_past_the_end_of_its_file_is_skipped_and_reported(tmp_path: Path)
     assert report.judgments == 1 and len(report.skipped) == 1
     assert "memory/k0.md has 4 lines; lines 50-60 are past its end" in report.skipped[0]
     assert [(j.path, j.start_line, j.end_line) for j in LabelStore(ws).judgments()] == [("memory/k1.md", 3, 4)]
+
+
+@pytest.mark.parametrize("content, said", [
+    ({"queries": [{"query": "theme", "expected_files": ["memory/elsewhere.md"]},
+                  {"query": "notes", "expected_files": ["notes/other.md"]}]},
+     r"nothing was imported from .*qmd\.json: every row was skipped \(.*qmd\.json:\d+: queries\[0\]: "
+     r"memory/elsewhere\.md: not a memory file of the workspace, and 1 more row\); are these the labels of the "
+     r"workspace "),
+    ({"queries": []}, r"nothing to import from .*qmd\.json: it holds no judgments"),
+])
+def test_an_import_where_nothing_lands_is_one_line_and_exit_2(tmp_path: Path, capsys, content: dict,
+                                                              said: str) -> None:
+    """Every row skipped (a fixture meant for another workspace) or none at all printed "imported 0 judgments for 0
+    queries" and exited 0, so a script went on with no labels; now one line, exit 2, and nothing is written."""
+    ws = _ws(tmp_path / "ws")
+    LabelStore(ws).judge("earlier label", "memory/k2.md", 1, 2)
+    before = _label_files(ws)
+    src = tmp_path / "qmd.json"
+    src.write_text(json.dumps(content), encoding="utf-8")
+    assert main(["labels", "import", str(src), str(ws)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and re.match(f"hybridmem: error: {said}", err), err
+    assert _label_files(ws) == before

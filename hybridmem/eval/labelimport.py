@@ -10,7 +10,8 @@ demo set's format (a folder with ``queries.jsonl`` and ``judgments.jsonl``, or t
   import with one line naming the file, the line and what is wrong, and nothing is written:
   ``qmd.json:12: queries[3]: expected_files must be a list of paths, not a string (and 2 more problems)``.
 * A row that is well formed but names a file that is not a memory file of the workspace (missing, not indexable), or
-  a query the file does not define, is skipped and reported in :attr:`ImportReport.skipped`.
+  a query the file does not define, is skipped and reported in :attr:`ImportReport.skipped`. When every row is skipped
+  (or the file holds none) nothing lands, and that is an error in one line (a fixture meant for another workspace).
 * A new query keeps the ``split`` and ``category`` its ``queries.jsonl`` row gives (the demo set's fields; else
   test and none), so tuning on train and reporting on test (``hybridmem sweep --optimize``) works on imported labels.
 * The rest is written as one change (:meth:`~hybridmem.eval.labels.LabelStore.add_judgments`: one undo step, time
@@ -35,6 +36,7 @@ from hybridmem.errors import DatasetError, PathError
 from hybridmem.eval.labels import Judgment, LabelStore
 from hybridmem.reader import validate_relative
 from hybridmem.sources import discover
+from hybridmem.wording import counted
 
 Item = tuple[str, Judgment]  # (query text, judgment whose query_id is assigned on import)
 
@@ -295,8 +297,14 @@ def import_labels(source: str | Path, workspace: str | Path) -> ImportReport:
         raise DatasetError(f"cannot import {src}: expected a QMD fixture (.json with \"queries\"), a BEIR folder "
                            "(queries.jsonl + qrels/), or queries.jsonl + judgments.jsonl in the demo set's format")
     check.stop_on_problems()
-    if items:
-        store.add_judgments(items, source="import", attributes=check.attributes)
+    if not items:  # an import that lands nothing is an error, not "imported 0 judgments" (a wrong workspace, say)
+        if not check.skipped:
+            raise DatasetError(f"nothing to import from {src}: it holds no judgments")
+        more = len(check.skipped) - 1
+        raise DatasetError(f"nothing was imported from {src}: every row was skipped ({check.skipped[0]}"
+                           + (f", and {counted(more, 'more row')}" if more else "")
+                           + f"); are these the labels of the workspace {store.workspace}?")
+    store.add_judgments(items, source="import", attributes=check.attributes)
     return ImportReport(fmt, len({text.strip() for text, _ in items}), len(items), tuple(check.skipped))
 
 
