@@ -171,7 +171,7 @@ def _rank_config(args: argparse.Namespace, base: RankConfig) -> RankConfig:
 @command("search")
 def cmd_search(args: argparse.Namespace) -> int:
     """Hybrid search over a workspace."""
-    from hybridmem.searching import NOTHING_SEARCHED, notice_beside_empty
+    from hybridmem.searching import KEYWORD_INDEX, NOTHING_SEARCHED, notice_beside_empty
     from hybridmem.sources import SOURCES
     from hybridmem.tools import nothing_found
 
@@ -181,7 +181,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise HybridMemError("the query is empty: give the words to search for")
     if not args.sync:
         require_index(args)
-    with open_index(args) as idx:
+    configured = settings_of(args).embedding.provider
+    with open_index(args, as_built=True) as idx:  # an index built keyword-only stays so (hybridmem index embeds it)
         if args.sync and idx.read_only:
             print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
@@ -189,6 +190,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         cfg = _rank_config(args, idx.settings.ranking)
         resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,
                           session=args.session)
+    if resp.fallback and not resp.fallback_reason and configured != idx.settings.embedding.provider:
+        from dataclasses import replace  # kept keyword-only, though the settings name a model: say how to embed
+
+        resp = replace(resp, fallback_reason=KEYWORD_INDEX)
     if args.json:
         out = resp.to_dict()
         if not resp.results:
@@ -240,7 +245,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise HybridMemError("the message is empty: give the message to recall memories for")
     if not args.sync:
         require_index(args)
-    with open_index(args) as idx:
+    with open_index(args, as_built=True) as idx:  # an index built keyword-only stays so (hybridmem index embeds it)
         if args.sync:
             _sync_unless_busy(idx)
         block, why = recall_context(idx, args.message)

@@ -76,14 +76,22 @@ def settings_of(args: argparse.Namespace) -> Any:
     return load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None))
 
 
-def open_index(args: argparse.Namespace, keyword_only: bool = False) -> Any:
-    """The command's :class:`~hybridmem.index.MemoryIndex` (``keyword_only``: no embedding model)."""
+def open_index(args: argparse.Namespace, keyword_only: bool = False, as_built: bool = False) -> Any:
+    """The command's :class:`~hybridmem.index.MemoryIndex` (``keyword_only``: no embedding model). ``as_built``: an
+    index built keyword-only (``index --keyword-only``, ``watch``/``mcp --keyword-only``) is opened keyword-only too,
+    so a search's or a recall's sync keeps it as built (it rebuilt it for the configured model and embedded it: the
+    flag did not stick); ``hybridmem index`` without the flag embeds it. See :meth:`MemoryIndex.built_keyword_only`."""
     from hybridmem.index import MemoryIndex
 
     settings = settings_of(args)
     if keyword_only:
         settings = settings.override(embedding={"provider": "none"})
-    return MemoryIndex(args.workspace, index_path=args.index, settings=settings)
+    idx = MemoryIndex(args.workspace, index_path=args.index, settings=settings)
+    if not as_built or settings.embedding.provider == "none" or not idx.built_keyword_only():
+        return idx
+    idx.close()
+    keyword = settings.override(embedding={"provider": "none"})
+    return MemoryIndex(args.workspace, index_path=args.index, settings=keyword)
 
 
 def require_index(args: argparse.Namespace) -> None:

@@ -105,6 +105,11 @@ class MemoryIndex:
     def settings_hash(self) -> str:
         return self.syncer.settings_hash()
 
+    def built_keyword_only(self) -> bool:
+        """True when the index was last built without an embedding model (its sync recorded provider ``none``:
+        ``--keyword-only``, or ``[embedding] provider = "none"``); False for one never synced."""
+        return self.store.get_meta("settings_hash") is not None and self.store.get_meta("provider") in ("none", "")
+
     def reload_settings(self, settings: Settings) -> bool:
         """Serve ``settings`` from the next call (a server's ``hybridmem.toml`` changed) and return True, when they
         leave the index's content, embedder and store as they are; else False, and nothing changes."""

@@ -349,3 +349,26 @@ def test_an_empty_query_or_message_is_one_line_and_exit_2(kw_workspace: Path, ca
     code, out, err = run(capsys, command, text, str(kw_workspace))
     assert (code, out) == (2, "") and err.count("\n") == 1 and err.startswith("hybridmem: error: the ")
     assert "is empty" in err and not (kw_workspace / ".hybridmem").exists()
+
+
+@pytest.mark.slow
+def test_an_index_built_keyword_only_stays_so_under_search_and_recall(workspace: Path, capsys):
+    """`index --keyword-only`, then a plain `search` (the settings name the default model): the search's sync rebuilt
+    the index for the model and embedded it (all 3 chunks here, a warning nobody saw), so the flag did not stick, and
+    the next `index --keyword-only` rebuilt it again. Now `search` and `recall` keep it keyword-only (no model, no
+    rebuild) and say that `hybridmem index` embeds it, which it then does."""
+    from hybridmem.searching import KEYWORD_INDEX
+
+    assert run(capsys, "index", str(workspace), "--keyword-only")[0] == 0
+    code, out, err = run(capsys, "search", "timing belt", str(workspace))
+    assert code == 0 and "memory/topics/cars.md" in out and f"note: {KEYWORD_INDEX}" in err
+    assert run(capsys, "recall", "who swapped the timing belt on the Civic", str(workspace))[0] == 0
+    data = json.loads(run(capsys, "search", "timing belt", str(workspace), "--json")[1])
+    assert (data["provider"], data["fallback_reason"]) == ("none", KEYWORD_INDEX) and data["results"]
+    st = json.loads(run(capsys, "status", str(workspace), "--json")[1])
+    assert (st["provider"], st["embedded_chunks"]) == ("none", 0)
+    assert run(capsys, "index", str(workspace))[0] == 0  # without the flag: embedded with the configured model
+    st = json.loads(run(capsys, "status", str(workspace), "--json")[1])
+    assert st["provider"] == DEFAULT_PROVIDER and st["embedded_chunks"] == st["chunks"] > 0
+    data = json.loads(run(capsys, "search", "timing belt", str(workspace), "--json")[1])
+    assert data["provider"] == DEFAULT_PROVIDER and not data["fallback"]
