@@ -59,7 +59,8 @@ def print_explain(resp: Any) -> None:
     lifts = resp.config.fusion == "joint" and resp.config.vector_weight > 0  # the lift is the vector leg's
     if read and lifts and joint_model(model, aligned=True) is not joint_model(model):
         cite = {h.chunk_id: h.citation for h in r.candidates}  # the first decision reads it too
-        print("alignment of each passage read (the order lifts each above the least aligned; fused: the "
+        print("alignment of each passage read (a query piece it holds credited a share of its shortfall; the order "
+              "lifts each above the least aligned; fused: the "
               "probabilities of the fit the hits take, without the lift, highest first down this order): "
               + ", ".join(f"{cite.get(cid, cid)} {m:.3f}" for cid, m in sorted(read.items(), key=lambda x: -x[1])))
     print(f"vraw/traw: raw cosine / FTS5 bm25; vec/text: each leg's score ({resp.config.vector_norm} / "
