@@ -181,8 +181,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise HybridMemError("the query is empty: give the words to search for")
     if not args.sync:
         require_index(args)
-    configured = settings_of(args).embedding.provider
-    with open_index(args, as_built=True) as idx:  # an index built keyword-only stays so (hybridmem index embeds it)
+    configured = settings_of(args)
+    with open_index(args, as_built=True, settings=configured) as idx:  # built keyword-only: stays so (`index` embeds)
         if args.sync and idx.read_only:
             print(f"note: not synced: {idx.read_only}; searching the index as it is", file=sys.stderr)
         elif args.sync:
@@ -190,7 +190,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         cfg = _rank_config(args, idx.settings.ranking)
         resp = idx.search(args.query, config=cfg, source=args.source, path_prefix=args.path_prefix,
                           session=args.session)
-    if resp.fallback and not resp.fallback_reason and configured != idx.settings.embedding.provider:
+    if resp.fallback and not resp.fallback_reason and configured.embedding.provider != idx.settings.embedding.provider:
         from dataclasses import replace  # kept keyword-only, though the settings name a model: say how to embed
 
         resp = replace(resp, fallback_reason=KEYWORD_INDEX)

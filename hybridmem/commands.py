@@ -76,14 +76,16 @@ def settings_of(args: argparse.Namespace) -> Any:
     return load_settings(getattr(args, "config", None), workspace=getattr(args, "workspace", None))
 
 
-def open_index(args: argparse.Namespace, keyword_only: bool = False, as_built: bool = False) -> Any:
+def open_index(args: argparse.Namespace, keyword_only: bool = False, as_built: bool = False,
+               settings: Any = None) -> Any:
     """The command's :class:`~hybridmem.index.MemoryIndex` (``keyword_only``: no embedding model). ``as_built``: an
     index built keyword-only (``index --keyword-only``, ``watch``/``mcp --keyword-only``) is opened keyword-only too,
     so a search's or a recall's sync keeps it as built (it rebuilt it for the configured model and embedded it: the
-    flag did not stick); ``hybridmem index`` without the flag embeds it. See :meth:`MemoryIndex.built_keyword_only`."""
+    flag did not stick); ``hybridmem index`` without the flag embeds it. See :meth:`MemoryIndex.built_keyword_only`.
+    ``settings``: the command's settings when it has read them already (:func:`settings_of`)."""
     from hybridmem.index import MemoryIndex
 
-    settings = settings_of(args)
+    settings = settings or settings_of(args)
     if keyword_only:
         settings = settings.override(embedding={"provider": "none"})
     idx = MemoryIndex(args.workspace, index_path=args.index, settings=settings)

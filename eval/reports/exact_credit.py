@@ -7,7 +7,8 @@ long one of code). A passage's mean credits a query token whose piece it holds `
 from 1. Per TRAIN query with an answer, each candidate's features under the default config and each read passage's
 mean at credit 0 and at credit 1 are collected (every credit between is their blend); the credit and the lift's
 weight are then chosen together on train nDCG@10, each source (demo, LoCoMo, SciFact, XQuAD-R) weighing the same, as
-:func:`hybridmem.eval.lift.fit_lift` weighs the lift alone. ``--split test`` reads the test split with the same rows.
+:func:`hybridmem.eval.lift.fit_lift` weighs the lift alone (both score through ``lift_ndcg``). ``--split test``
+reads the test split with the same rows.
 
     PYTHONPATH=. python eval/reports/exact_credit.py ROWS [--split test] [DATASET ...]  # collects ROWS once (~40 min)
 """
@@ -23,9 +24,8 @@ import hybridmem.retrieve.alignment as alignment
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.config.calibration import JOINT_MODELS
 from hybridmem.eval.datasets import load_dataset
-from hybridmem.eval.decisions import DECISION_DATASETS, _aligned
-from hybridmem.eval.lift import DEPTH, LIFT_GRID
-from hybridmem.eval.metrics import QueryRuns, Scorer
+from hybridmem.eval.decisions import DECISION_DATASETS, _aligned, _source
+from hybridmem.eval.lift import DEPTH, LIFT_GRID, lift_ndcg
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.eval.units import holds_judged
 from hybridmem.ranking.pipeline import decision_features
@@ -102,20 +102,15 @@ def table(rows: list[tuple], per_set: bool = False) -> dict:
     coef, b = np.array(plain.coef[:-1]), plain.intercept
     usable = [r for r in rows if r[2].any()]
     z = [f[:, :-1] @ coef + b for _, f, _, _, _ in usable]
-    ids = [str(i) for i in range(len(usable))]
-    scorer = Scorer(ids, {q: {str(j): 1 for j in np.flatnonzero(r[2])} for q, r in zip(ids, usable)})
     by_set, by_source = defaultdict(list), defaultdict(list)
     for i, r in enumerate(usable):
         by_set[r[0]].append(i)
-        by_source["xquad" if r[0].startswith("xquad-") else r[0]].append(i)
+        by_source[_source(r[0])].append(i)
     out = {}
     for credit in CREDITS:
-        lift = lifts(usable, credit)
+        ordered = [(r[0], zi, lift, r[2]) for r, zi, lift in zip(usable, z, lifts(usable, credit))]
         for beta in LIFT_GRID:
-            ranked = [[str(j) for j in np.argsort(-(z[i] + beta * lift[i]), kind="stable")[:DEPTH]]
-                      for i in range(len(usable))]
-            per = scorer.score(QueryRuns(ranked, [{}] * len(ranked), [[]] * len(ranked)), [f"ndcg@{DEPTH}"])
-            per = per[f"ndcg@{DEPTH}"]
+            per = lift_ndcg(ordered, beta)
             out[(credit, beta)] = (float(np.mean([per[ix].mean() for ix in by_source.values()])),
                                    {s: float(per[ix].mean()) for s, ix in by_set.items()} if per_set else {})
     return out

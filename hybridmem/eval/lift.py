@@ -16,7 +16,7 @@ import numpy as np
 
 from hybridmem.eval.metrics import QueryRuns, Scorer
 
-__all__ = ["DEPTH", "LIFT_GRID", "fit_lift", "source_weights"]
+__all__ = ["DEPTH", "LIFT_GRID", "fit_lift", "lift_ndcg", "source_weights"]
 
 DEPTH = 10  # the evaluation depth the two decisions are fitted at (nDCG@10; pool 40 per leg)
 # logits per unit of alignment mean (e5's train rows: flat from 80 to 160, 0.8118 against 0.8013 without)
@@ -29,6 +29,17 @@ def source_weights(sources: Sequence[str]) -> np.ndarray:
     for s in sources:
         counts[s] += 1
     return np.array([1.0 / counts[s] for s in sources])
+
+
+def lift_ndcg(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], beta: float) -> np.ndarray:
+    """nDCG@10 of each of ``rows`` ``(source, z, lift, labels)`` with a relevant candidate, ordered by
+    ``z + beta * lift`` (ties keep the rows' order), in the order of those rows."""
+    usable = [r for r in rows if r[3].any()]
+    ids = [str(i) for i in range(len(usable))]
+    scorer = Scorer(ids, {q: {str(j): 1 for j in np.flatnonzero(y)} for q, (_, _, _, y) in zip(ids, usable)})
+    ranked = [[str(j) for j in np.argsort(-(z + beta * lift), kind="stable")[:DEPTH]] for _, z, lift, _ in usable]
+    metric = f"ndcg@{DEPTH}"
+    return scorer.score(QueryRuns(ranked, [{}] * len(ranked), [[]] * len(ranked)), [metric])[metric]
 
 
 def fit_lift(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], grid: Sequence[float] = LIFT_GRID,
@@ -45,13 +56,9 @@ def fit_lift(rows: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]], gri
     by_source: dict[str, list[int]] = defaultdict(list)
     for i, (s, _, _, _) in enumerate(usable):
         by_source[s].append(i)
-    ids = [str(i) for i in range(len(usable))]
-    scorer = Scorer(ids, {q: {str(j): 1 for j in np.flatnonzero(y)} for q, (_, _, _, y) in zip(ids, usable)})
-    metric = f"ndcg@{DEPTH}"
 
     def quality(beta: float) -> float:
-        ranked = [[str(j) for j in np.argsort(-(z + beta * lift), kind="stable")[:DEPTH]] for _, z, lift, _ in usable]
-        per = scorer.score(QueryRuns(ranked, [{}] * len(ranked), [[]] * len(ranked)), [metric])[metric]
+        per = lift_ndcg(usable, beta)
         return float(np.mean([per[idx].mean() for idx in by_source.values()]))
     scores = [(quality(beta), -beta) for beta in grid]
     return float(-max(scores)[1]) if usable else 0.0
