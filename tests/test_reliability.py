@@ -13,6 +13,7 @@ import pytest
 from hybridmem.cli import main as cli_main
 from hybridmem.embeddings.fake import HashEmbedder
 from hybridmem.index import MemoryIndex
+from hybridmem.sync import reindex
 
 
 def small_ws(root: Path, n: int = 4) -> Path:
@@ -425,3 +426,36 @@ def test_no_index_in_a_read_only_folder_is_one_sentence(tmp_path: Path) -> None:
             if p.is_dir():
                 os.chmod(p, 0o755)
         shutil.rmtree(base)
+
+
+# -- a long-lived process's check while another process writes ----------------------------------------------------
+
+
+def test_a_long_lived_check_never_reports_a_sound_index_damaged_after_another_process_wrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher or an MCP server keeps one connection open. After another process committed a note, its check said
+    "malformed inverted index for FTS5 table main.chunks_fts" of a sound index (FTS5's integrity check reads the
+    table's structure as this connection last cached it), and its own full reindex took the live index for broken (no
+    backup before the swap). The check now reads one committed state, the keyword table's structure read afresh."""
+    ws = small_ws(tmp_path / "ws")
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as server:
+        server.sync()
+        for i in range(6):
+            assert server.search(f"uniqword{i % 4}", min_score=0.0, answer_threshold=0.0).results
+            assert server.check() == []
+            (ws / "memory" / f"later-{i}.md").write_text(f"# Later {i}\nthe quokka census {i} happens in May\n")
+            with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as other:  # `hybridmem index` in another process
+                other.sync()
+                assert other.check() == []
+            assert server.check() == [], f"after write {i}"
+        # the server's own full reindex, after another process wrote: the live index it backs up is sound
+        judged: list[bool] = []
+        healthy = reindex.Store.healthy
+        monkeypatch.setattr(reindex.Store, "healthy", lambda store: judged.append(healthy(store)) or judged[-1])
+        server.search("quokka census", min_score=0.0, answer_threshold=0.0)
+        (ws / "memory" / "later-6.md").write_text("# Later 6\nthe quokka census 6 happens in May\n")
+        with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as other:
+            other.sync()
+        assert server.sync(force=True).full_reindex and judged == [True] and server.check() == []
+    with MemoryIndex(ws, embedder=HashEmbedder(dims=16)) as fresh:
+        assert fresh.check() == [] and fresh.store.count_rows("chunks_fts") == 5 + 7

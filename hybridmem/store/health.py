@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 
 class HealthMixin:
@@ -35,19 +35,33 @@ class HealthMixin:
         return not self.check()
 
     def check(self) -> list[str]:
-        """Problems found by ``quick_check`` and the row counts (chunks = FTS rows, embedded = vector rows)."""
-        problems = []
+        """Problems found by ``quick_check`` and the row counts (chunks = FTS rows, embedded = vector rows), read
+        from one committed state (:meth:`consistency`)."""
         try:
-            first = self.pragma("quick_check")
-            if first != "ok":
-                problems.append(f"quick_check failed: {first}")
             c = self.consistency()
         except Exception as exc:  # noqa: BLE001 - a page too broken to count is a finding, not a crash
-            return [*problems, f"cannot read the index ({type(exc).__name__}: {exc})"]
-        if not c["quick_check"] and not problems:
-            problems.append("quick_check failed")
-        if c["chunks"] != c["fts_rows"]:
-            problems.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
-        if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
-            problems.append(f"{c['embedded']} embedded chunks but {c['vec_rows']} vector rows")
-        return problems
+            found = [f"cannot read the index ({type(exc).__name__}: {exc})"]
+            try:  # what quick_check makes of the broken pages, where it can run at all
+                first = self.pragma("quick_check")
+            except Exception:  # noqa: BLE001
+                return found
+            return found if first == "ok" else [f"quick_check failed: {first}", *found]
+        return problems(c)
+
+
+def problems(c: Mapping[str, Any]) -> list[str]:
+    """What a store's :meth:`~HealthMixin.consistency` counts say is wrong (empty when the index is sound).
+
+    Example:
+        >>> problems({"chunks": 3, "fts_rows": 2, "embedded": 3, "vec_rows": -1, "quick_check": True})
+        ['3 chunks but 2 FTS rows']
+    """
+    out = []
+    if not c["quick_check"]:
+        report = str(c.get("integrity") or "")
+        out.append(f"quick_check failed: {report}" if report and report != "ok" else "quick_check failed")
+    if c["chunks"] != c["fts_rows"]:
+        out.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
+    if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
+        out.append(f"{c['embedded']} embedded chunks but {c['vec_rows']} vector rows")
+    return out

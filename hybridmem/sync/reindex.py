@@ -28,6 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from hybridmem.errors import HybridMemError, IndexCorruptError
 from hybridmem.store import Store
+from hybridmem.store.health import problems
 from hybridmem.sync.documents import SyncReport
 
 T = TypeVar("T")
@@ -61,18 +62,12 @@ def leftovers(index_path: str | Path) -> list[str]:
     return out
 
 
-def check(store: Store) -> dict[str, int | bool]:
+def check(store: Store) -> dict[str, Any]:
     """The store's consistency counts; raises ReindexError when they disagree."""
     c = store.consistency()
-    problems = []
-    if not c["quick_check"]:
-        problems.append("quick_check failed")
-    if c["chunks"] != c["fts_rows"]:
-        problems.append(f"{c['chunks']} chunks but {c['fts_rows']} FTS rows")
-    if c["vec_rows"] >= 0 and c["vec_rows"] != c["embedded"]:
-        problems.append(f"{c['embedded']} embedded chunks but {c['vec_rows']} vector rows")
-    if problems:
-        raise ReindexError(f"index {store.path} is inconsistent: {'; '.join(problems)}")
+    found = problems(c)
+    if found:
+        raise ReindexError(f"index {store.path} is inconsistent: {'; '.join(found)}")
     return c
 
 
