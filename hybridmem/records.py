@@ -96,6 +96,9 @@ class TokenSet(Set[str]):
     def __len__(self) -> int:
         return len(self._tokens())
 
+    def __bool__(self) -> bool:  # without splitting: a chunk holds a token when its column holds more than spaces
+        return bool(self._text.strip())
+
     def __hash__(self) -> int:
         return hash(self._tokens())
 

@@ -370,6 +370,26 @@ def test_a_question_in_a_script_the_model_cannot_read_is_left_to_the_keyword_leg
         assert idx.search("where does the user live?").results[0].path == "MEMORY.md"
 
 
+def test_a_chunk_with_nothing_to_read_is_never_a_hit(tmp_path: Path) -> None:
+    """Files of separators, dots or emoji ("---", "...", a lone quote) hold nothing the tokenizer reads, so only the
+    vector leg finds them, and e5 puts them near any short question: they came back as hits 2 to 4 under the note
+    that answers. They stay indexed and are never candidates."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Notes\nThe garage on Elm Street replaced the brakes.\n", encoding="utf-8")
+    for name, text in (("sep", "---\n...\n***\n"), ("dash", "- - -\n"), ("emoji", "\U0001F642\U0001F642\n"),
+                       ("quote", '"\n')):
+        (ws / "memory" / f"{name}.md").write_text(text, encoding="utf-8")
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        assert idx.status()["files"] == 5
+        for question in ("brakes", "who replaced the brakes?", "garage"):
+            got = idx.search(question, answer_threshold=0.0)
+            assert [h.path for h in got.results] == ["MEMORY.md"], question
+            assert {idx.store.chunk_paths()[h.chunk_id] for h in got.candidates.vector} == {"MEMORY.md"}
+
+
 def test_an_identifier_finds_its_own_note_before_notes_with_a_near_identifier(tmp_path: Path) -> None:
     """60 notes, each headed by its own identifier (uniq0000..uniq0059) over lines of Chinese, Vietnamese, Japanese,
     Thai, Arabic or code words. The token alignment read "uniq0037" in a short Chinese note closer to the question

@@ -85,6 +85,26 @@ def chunk_infos(
     return out
 
 
+def loaded(hits: list[LegHit], chunks: dict[int, ChunkInfo], readable: bool = False) -> list[LegHit]:
+    """A leg's hits whose chunks were loaded (one deleted since the leg ran is gone), ranked 1, 2, ... again, as
+    ranking reads a hit's calibrated probability by its rank. ``readable``: also drop a chunk with nothing the
+    tokenizer reads ("---", "...", a lone quote, emoji): no answer, which the vector leg alone finds near any short
+    question.
+
+    Example:
+        >>> from hybridmem.records import TokenSet
+        >>> chunk = lambda i, tokens: ChunkInfo(id=i, path="m.md", source="memory", start_line=1, end_line=1,
+        ...                                     text=tokens or "---", timestamp=0.0, evergreen=False,
+        ...                                     tokens=TokenSet(tokens))
+        >>> chunks = {1: chunk(1, "brake garag"), 2: chunk(2, ""), 4: chunk(4, "tea")}
+        >>> hits = [LegHit(1, 0.9, 1), LegHit(2, 0.8, 2), LegHit(3, 0.7, 3), LegHit(4, 0.6, 4)]
+        >>> [(h.chunk_id, h.rank) for h in loaded(hits, chunks, readable=True)]
+        [(1, 1), (4, 2)]
+    """
+    kept = [h for h in hits if h.chunk_id in chunks and (not readable or chunks[h.chunk_id].tokens)]
+    return [h if h.rank == i else LegHit(h.chunk_id, h.raw, i) for i, h in enumerate(kept, 1)]
+
+
 def build_candidates(
     query: str,
     tokenizer: TokenizerConfig,

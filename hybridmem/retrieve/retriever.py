@@ -34,6 +34,7 @@ from hybridmem.retrieve.legs import (
     build_candidates,
     chunk_infos,
     keyword_leg,
+    loaded,
     term_doc_counts,
     vector_leg,
 )
@@ -362,8 +363,7 @@ class Retriever:
             self.vector_search()  # loads the matrix (except in sqlite-vec mode, where cosine MMR has no vectors)
         chunks = chunk_infos(self.store, ids, self._vector_of if with_vectors else None)
         t["load"] = (time.perf_counter() - t0) * 1000
-        kw = [h for h in kw if h.chunk_id in chunks]
-        vec = [h for h in vec if h.chunk_id in chunks]
+        kw, vec = loaded(kw, chunks), loaded(vec, chunks, readable=True)
         cands = build_candidates(query, tok, kw, vec, chunks, pool, keyword, vector_searched)
         if keyword and cands.query_tokens:
             n_rows, docs = term_doc_counts(self.store, cands.query_tokens, memory)
