@@ -34,11 +34,12 @@ try:
 except ImportError:  # pragma: no cover - Windows: threads of one server are still kept apart
     fcntl = None  # type: ignore[assignment]
 
-from hybridmem.errors import HybridMemError
+from hybridmem.errors import HybridMemError, PathError
 
 T = TypeVar("T")
 LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
 _BLOCK = 1 << 20
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a lock file or note planted as a link is not written through
 
 _guard = threading.Lock()
 _locks: dict[str, threading.Lock] = {}
@@ -65,12 +66,19 @@ def breaks_in(data: bytes) -> int:
 
 @contextmanager
 def locked(path: Path) -> Iterator[int]:
-    """Hold ``path``'s in-process lock and its lock file's ``flock``; yields the lock file's descriptor."""
+    """Hold ``path``'s in-process lock and its lock file's ``flock``; yields the lock file's descriptor. PathError
+    when the lock file is a symlink: its journal would be written to what it points to."""
     key = os.path.abspath(path)
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
-        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+        except OSError:
+            if os.path.islink(lock_path(path)):
+                raise PathError(f"a note is never written through a symlink: its lock file {lock_path(path).name} "
+                                "is one") from None
+            raise
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -102,7 +110,7 @@ def _identity(st: os.stat_result) -> list[int]:
 def _recover(path: Path, fd: int) -> str | None:
     """Undo a pending append of a writer that died (see the module docstring); what was done, or None."""
     j = _journal(fd)
-    if j.get("state") != "pending":
+    if j.get("state") != "pending" or path.is_symlink():
         return None
     try:
         st = path.stat()
@@ -158,7 +166,7 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             tail = _tail(path, lfd)
             data, result = compose(tail)
             created = tail.size == 0 and not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
             start = os.fstat(fd)
             if start.st_size == tail.size:
                 break
@@ -210,8 +218,11 @@ def recover(root: Path) -> list[str]:
         for name in names:
             if name.startswith(LOCK_PREFIX) and name.endswith(".md" + LOCK_SUFFIX):
                 target = Path(dirpath) / name[len(LOCK_PREFIX) : -len(LOCK_SUFFIX)]
-                with locked(target) as fd:
-                    msg = _recover(target, fd)
+                try:
+                    with locked(target) as fd:
+                        msg = _recover(target, fd)
+                except PathError:
+                    continue  # a link, not a lock file this module made
                 if msg:
                     done.append(msg)
     return done
