@@ -95,7 +95,7 @@ def _call(ws: Path, calls: list[tuple[str, dict[str, Any]]], *extra: str) -> lis
 
 
 def test_a_nul_in_a_note_is_removed_and_the_file_stays_searchable(ws: Path) -> None:
-    f = "memory/projects/nul.md"
+    f = "memory/projects/nul-byte.md"
     r = _call(ws, [
         ("memory_write", {"text": "The ocelot launch is on Friday.", "file": f}),
         ("memory_write", {"text": "bad\u0000byte and a bell\u0007 in the capybara note", "file": f}),

@@ -49,3 +49,16 @@ def test_recovery_never_cuts_a_file_through_a_symlinked_note(tmp_path: Path) -> 
         "state": "pending", "id": [st.st_dev, st.st_ino], "size": 10, "after": 200, "sha256": "0" * 64}))
     assert recover(ws / "memory") == []
     assert victim.read_text(encoding="utf-8") == "0123456789" * 10
+
+
+@pytest.mark.parametrize("name", ["CON.md", "nul.md", "memory/aux.md", "com1.md", "LPT9.md", "con.txt.md", "CON .md",
+                                  "memory/prn/x.md", "memory/a*b.md", "what?.md", 'say "hi".md', "a<b>.md", "a|b.md",
+                                  "memory/ab:c.md", "memory/folder./x.md", "memory/folder /x.md"])
+def test_names_windows_cannot_hold_are_refused(tmp_path: Path, name: str) -> None:
+    """A memory folder synced to, or checked out on, Windows: ``CON.md`` or ``what?.md`` cannot exist there (a sync
+    tool stops, git fails the checkout), and a folder named with a trailing dot or space is another folder there."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    with pytest.raises(PathError, match=r"^[^\n]* cannot hold on Windows[^\n]*$"):
+        append_note(ws, "a note", name)
+    assert _tree(ws) == {"memory": "dir"}

@@ -11,9 +11,10 @@ then indexed before the call returns. What the reply says is true when it is giv
   ``\\r\\n`` becomes ``\\n``, lone surrogates become U+FFFD; the reply counts what was removed. Secrets the redaction
   rules find (:mod:`hybridmem.redaction`, plus ``sources.redact_patterns``) are replaced by ``[REDACTED]`` before the
   note reaches the file, unless ``serve.redact_writes = false``; the reply names the rules, never the secret.
-* **Where**: nothing is written outside ``memory/``: absolute paths, ``..``, symlinks below ``memory/`` (the folder
-  itself may be a link, as the indexer allows), non-``.md`` names, hidden or empty names, names longer than 240 bytes, folders, and folders the index ignores (``sources.ignore_dirs``:
-  ``node_modules``, ``.git``, ``.hybridmem``...) are refused with the reason.
+* **Where**: nothing is written outside ``memory/``: absolute paths, ``..``, symlinks below ``memory/`` (a lock file
+  included; the folder itself may be a link, as the indexer allows), non-``.md`` names, hidden or empty names, names
+  Windows cannot hold (``CON.md``, ``a?.md``), names longer than 240 bytes, folders, and folders the index ignores
+  (``sources.ignore_dirs``: ``node_modules``, ``.git``, ``.hybridmem``...) are refused with the reason.
 * **Size**: an append that would take the file past ``sources.max_file_bytes`` (beyond which nothing is indexed) is
   refused, saying to write to another file.
 * ``indexed`` is what the index holds after the call: False, with ``index_error``, when the sync failed (the note is
@@ -105,6 +106,17 @@ def _unseen(ch: str) -> bool:
     return ch != " " and (unicodedata.category(ch) in _UNSEEN_CATEGORIES or ch in _UNSEEN)
 
 
+_WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"} | {
+    f"{dev}{n}" for dev in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"}
+
+
+def _windows_refuses(part: str) -> bool:
+    """A device name (``CON``, ``nul.txt``), a character Windows forbids, or a trailing dot or space (stripped there,
+    so another name): a memory folder synced to Windows or checked out there could not hold it."""
+    return (part.split(".", 1)[0].rstrip(" ").upper() in _WINDOWS_RESERVED or any(ch in '<>:"|?*' for ch in part)
+            or part.endswith((".", " ")))
+
+
 def _as_on_disk(workspace: Path, rel: str) -> str:
     """``rel`` with each part spelled as the entry that exists on disk under another Unicode normal form (a name a
     Mac keeps decomposed, é as e + accent), else composed (NFC): a note never makes a second, look-alike file or
@@ -148,6 +160,9 @@ def target(workspace: Path, file: str | None, now: float | None = None,
         if part.startswith(".") or not part.strip() or not part.rsplit(".", 1)[0].strip():
             raise PathError(f"a hidden, empty or extension-only name is refused: {file!r} (name the file, e.g. "
                             "memory/projects/api.md)")
+        if _windows_refuses(part):
+            raise PathError(f"{part!r} is a name a memory folder cannot hold on Windows (a device name such as CON or "
+                            'NUL, one of <>:"|?*, or a trailing dot or space): choose another name')
         if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
             raise PathError(f"a file or folder name longer than {MAX_NAME_BYTES} bytes is refused: {part[:40]!r}…")
     rel = _as_on_disk(workspace, rel)
