@@ -8,9 +8,9 @@ the note is appended in place (``O_APPEND``, then ``fsync``): an append costs th
 
 The lock file doubles as a journal. Before the append it records the file's size, the size after and a hash of the
 bytes (synced to disk); after it, the new size, line count and mtime (so the next append need not count lines
-again). An append that finds a journal still pending (its writer was killed, or the machine lost power) cuts the file
-back to its size before that append when it holds only part of it, so a note is in the file whole or not at all;
-when the file was changed in another way since, it is left alone. ``recover`` does the same for every lock file under
+again), unless another program appended meanwhile. An append that finds a journal still pending (its writer was
+killed, or the machine lost power) cuts the file back to its size before that append when it holds only part of it,
+so a note is in the file whole or not at all; when the file was changed in another way since, it is left alone. ``recover`` does the same for every lock file under
 a folder when a server starts.
 
 Example:
@@ -190,6 +190,9 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             os.close(fd)
         if created:
             _fsync_dir(path.parent)
+        if st.st_size != start.st_size + len(data):  # another program appended too: its lines are not counted
+            _set_journal(lfd, {}, durable=False)
+            return result
         _set_journal(lfd, {"state": "done", "id": _identity(st), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                            "breaks": tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])},
                      durable=False)
