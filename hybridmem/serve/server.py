@@ -10,6 +10,7 @@ built here: structured content matching the output schema, a short text renderin
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -225,4 +226,49 @@ async def serve_stdio(service: MemoryService, allow_write: bool = False) -> None
 
     server = build_server(service, allow_write)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        send, received = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            async with send:
+                async for item in read:
+                    await send.send(_reparsed(item))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            await server.run(received, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+
+# a surrogate pair, a lone surrogate (group 1), or any other escape (so an escaped backslash before "ud800" is text)
+_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                     r"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.")
+
+
+def lone_surrogates_replaced(raw: str) -> str:
+    r"""JSON text with each lone surrogate escape (``\ud83d`` with no low half) made ``\ufffd``.
+
+    Example:
+        >>> lone_surrogates_replaced(r'"a \ud83d b \ud83d\ude00 \\ud800"')
+        '"a \\ufffd b \\ud83d\\ude00 \\\\ud800"'
+    """
+    return _ESCAPE.sub(lambda m: "\\ufffd" if m.group(1) else m.group(0), raw)
+
+
+def _reparsed(item: Any) -> Any:
+    """A stdio message the SDK's parser refused for a lone surrogate escape (a host cut a string inside an emoji),
+    parsed again with U+FFFD in its place: over stdio a refused message gets no reply at all, and its client waits
+    for ever. Anything else as it came."""
+    from pydantic import ValidationError
+
+    if not isinstance(item, ValidationError) or item.errors()[0]["type"] != "json_invalid":
+        return item
+    raw = item.errors()[0].get("input")
+    fixed = lone_surrogates_replaced(raw) if isinstance(raw, str) else raw
+    if fixed == raw:
+        return item
+    from mcp.shared.message import SessionMessage
+
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(fixed, by_name=False))
+    except ValidationError:
+        return item
