@@ -10,8 +10,8 @@ The lock file doubles as a journal. Before the append it records the file's size
 bytes (synced to disk); after it, the new size, line count and mtime (so the next append need not count lines
 again), unless another program appended meanwhile. An append that finds a journal still pending (its writer was
 killed, or the machine lost power) cuts the file back to its size before that append when it holds only part of it,
-so a note is in the file whole or not at all; when the file was changed in another way since, it is left alone. ``recover`` does the same for every lock file under
-a folder when a server starts.
+so a note is in the file whole or not at all; when the file was changed in another way since, it is left alone.
+``recover`` does the same for every lock file under a folder when a server starts.
 
 Example:
     >>> append(Path("ws/memory/x.md"), lambda tail: (b"a note\\n", tail.lines + 1))   # doctest: +SKIP
