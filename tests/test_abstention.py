@@ -67,3 +67,21 @@ def test_abstention_table_on_demo(demo_eval) -> None:
         t["default"])
     assert t["minmax"]["abstain:demo-none"] == 0.0
     assert 0.0 <= t["default"]["abstain:demo-none"] <= 1.0
+
+
+def test_a_name_no_pooled_chunk_holds_is_read_by_the_gate_features() -> None:
+    """``name_missing``: a question naming someone no pooled chunk mentions (LoCoMo's cross-conversation questions)
+    reads 1; the same question about someone a chunk names, or a question written without capitals, reads 0."""
+    from hybridmem.ranking.pipeline import decision_features
+    from hybridmem.tokenization import query_terms
+
+    def gate_feature(query: str, text: str) -> float:
+        chunk = ChunkInfo(1, "a.md", "memory", 1, 1, text, 0.0, True, frozenset(query_terms(text)))
+        c = Candidates(query, tuple(query_terms(query)), (LegHit(1, -1.0, 1),), (LegHit(1, 0.8, 1),), {1: chunk}, 24)
+        return decision_features(c, DEFAULT_RANKING)[1]["name_missing"]
+
+    james = "James moved into a new apartment with his dogs"
+    assert gate_feature("Has Andrew moved into a new apartment?", james) == 1.0
+    assert gate_feature("Has James moved into a new apartment?", james) == 0.0
+    assert gate_feature("has andrew moved into a new apartment?", james) == 0.0
+    assert gate_feature("Andrew moved?", james) == 0.0  # the question's first word is not read as a name

@@ -20,6 +20,9 @@ query's top candidates of both legs:
   a person or a thing memory never mentions has terms found nowhere: on LoCoMo, a question asked of another
   conversation names people who are not in it);
 - ``log_terms``: ``log`` of the number of distinct query terms;
+- ``name_missing``: 1 when a name of the query (:func:`query_names`: a word after the first written with a capital) is
+  held by no chunk of either leg's top 40, else 0 (computed for the gate's fits; no shipped gate reads it: the
+  fifteenth round in docs/ranking.md);
 - ``align_mean`` and ``align_q25``: the query's token alignment with the best of its top passages, read by the
   encoder token by token (:mod:`hybridmem.retrieve.alignment`; ``Candidates.alignment``, 0 without one): the mean
   and the lower quartile over the query's tokens of each one's best cosine with a token of the passage. Unlike the
@@ -65,25 +68,40 @@ from hybridmem.ranking.language import LANGUAGE_WORDS, has_letters, in_language,
 
 __all__ = ["AGREE_DEPTH", "ALIGN_FEATURES", "CROSSLINGUAL_PASSAGES", "GAP_DEPTH", "GATE_FEATURES",
            "across_languages", "answer_probability", "asked_across", "dominant_script", "either_gate", "holds_script",
-           "in_script", "logit", "nearest_across", "other_script", "query_features", "raised", "script_lines",
-           "several_scripts"]
+           "in_script", "logit", "nearest_across", "other_script", "query_features", "query_names", "raised",
+           "script_lines", "several_scripts"]
 
 AGREE_DEPTH = 5
 GAP_DEPTH = 9
 ALIGN_FEATURES = ("align_mean", "align_q25", "align_weighted", "align_exact", "align_centred")  # Candidates.alignment
 GATE_FEATURES = ("keyword_top", "vector_top", "agreement", "vector_gap", "coverage_top", "term_share",
-                 "log_terms", "idf_coverage_top", *ALIGN_FEATURES)
+                 "log_terms", "idf_coverage_top", "name_missing", *ALIGN_FEATURES)
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+def query_names(query: str) -> list[str]:
+    """The words of ``query`` written as names: after its first word, one that starts with a capital and has a small
+    letter after it ("Andrew", "McKinsey"; not "NASA", nor the question's first word). A script without capitals has
+    none; German writes every noun so.
+
+    Example:
+        >>> query_names("Has Andrew moved to Hà Nội with McKinsey? ask NASA")
+        ['Andrew', 'Hà', 'Nội', 'McKinsey']
+    """
+    words = _WORD.findall(query)
+    return [w for w in words[1:] if w[0].isupper() and any(c.islower() for c in w[1:])]
 
 
 def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vector_probs: Sequence[float],
                    keyword_ids: Sequence[int], keyword_probs: Sequence[float], coverages: Sequence[float],
                    n_terms: int, found_terms: int = 0, idf_coverages: Sequence[float] | None = None,
-                   alignment: tuple[float, ...] | None = None) -> dict[str, float]:
+                   alignment: tuple[float, ...] | None = None, name_missing: float = 0.0) -> dict[str, float]:
     """Every feature of :data:`GATE_FEATURES` for one query (see the module doc). Each leg's sequences are in rank
     order; an empty leg gives its features 0; ``coverages[i]`` is the share of the query's distinct terms that keyword
     hit ``i``'s chunk holds; ``found_terms`` how many of the query's ``n_terms`` distinct terms some pooled chunk
     holds; ``idf_coverages`` the IDF-weighted shares (None: every term weighs the same, ``coverages``);
-    ``alignment`` the candidates' token alignment (None: 0).
+    ``alignment`` the candidates' token alignment (None: 0); ``name_missing`` 1 when a name of the query
+    (:func:`query_names`) is held by no pooled chunk.
 
     Example:
         >>> f = query_features([1, 2, 3], [0.9, 0.8, 0.7], [0.2, 0.1, 0.05], [2, 9], [0.4, 0.1], [1.0, 0.5], 2, 2)
@@ -102,6 +120,7 @@ def query_features(vector_ids: Sequence[int], vector_raws: Sequence[float], vect
         "term_share": found_terms / n_terms if n_terms > 0 else 0.0,
         "log_terms": math.log(n_terms) if n_terms > 0 else 0.0,
         "idf_coverage_top": max((coverages if idf_coverages is None else idf_coverages)[:AGREE_DEPTH], default=0.0),
+        "name_missing": name_missing,
         **dict(zip(ALIGN_FEATURES, alignment or (0.0,) * len(ALIGN_FEATURES))),
     }
 

@@ -20,12 +20,14 @@ from hybridmem.config.calibration import (
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
 from hybridmem.ranking.fusion import ScoredLeg
-from hybridmem.ranking.gate import AGREE_DEPTH, CROSSLINGUAL_PASSAGES, across_languages, either_gate, query_features
+from hybridmem.ranking.gate import (
+    AGREE_DEPTH, CROSSLINGUAL_PASSAGES, across_languages, either_gate, query_features, query_names,
+)
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
-from hybridmem.tokenization import bm25_idf
+from hybridmem.tokenization import bm25_idf, query_terms
 from hybridmem.records import Candidates, ChunkInfo, LegHit, frozen_tokens
 
 __all__ = ["Leg", "RankMemo"]
@@ -201,10 +203,11 @@ class RankMemo:
                 if not left:
                     break
                 left = left.difference(frozen_tokens(chunks[cid].tokens))
+        names = [held for held in (q.intersection(query_terms(n)) for n in query_names(self.candidates.query)) if held]
         return query_features(
             v.scored.ids if v else (), v.raws if v else (), self.probabilities(v) if v else (),
             k.scored.ids if k else (), self.probabilities(k) if k else (), coverages, len(q), len(q) - len(left),
-            idf_coverages, self.candidates.alignment)
+            idf_coverages, self.candidates.alignment, float(any(terms <= left for terms in names)))
 
     def term_weights(self) -> dict[str, float] | None:
         """Each distinct query token's BM25 IDF in this memory (:func:`~hybridmem.tokenization.bm25_idf`), or None when
