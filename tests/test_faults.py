@@ -748,21 +748,26 @@ def test_parallel_writes_from_two_server_processes_all_land_at_their_lines(tmp_p
 
 CHILD_WRITE_CUT = textwrap.dedent(
     """
-    import resource, signal, sys
+    import os, signal, sys
     from pathlib import Path
     from hybridmem.serve.write import append_note
     ws, budget = Path(sys.argv[1]), int(sys.argv[2])
-    size = (ws / "memory" / "log.md").stat().st_size
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; the default kills, as a crash would
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size + budget, resource.RLIM_INFINITY))
+    log, write = ws / "memory" / "log.md", os.write
+
+    def write_part_then_die(fd, data):  # the note's first `budget` bytes reach the file, then the process is killed
+        if os.path.samestat(os.fstat(fd), os.stat(log)):
+            write(fd, bytes(data[:budget]))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return write(fd, data)
+
+    os.write = write_part_then_die
     append_note(ws, "the note that never finished: " + "okapi " * 2000, "memory/log.md")
     """
 )
 
 
 def test_a_writer_killed_mid_append_leaves_no_cut_note(tmp_path: Path) -> None:
-    """A process killed while its note is half on disk (SIGXFSZ after a short write: the file holds part of the note)
+    """A process killed while its note is half on disk (SIGKILL after its first bytes: the file holds part of the note)
     leaves nothing once the next writer, or a starting server, takes the lock."""
     from hybridmem.serve.write import append_note
 
@@ -772,7 +777,7 @@ def test_a_writer_killed_mid_append_leaves_no_cut_note(tmp_path: Path) -> None:
     for budget, recover_by in ((700, "next append"), (3000, "server start")):
         proc = subprocess.run([sys.executable, "-c", CHILD_WRITE_CUT, str(ws), str(budget)], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
-        assert proc.returncode == -signal.SIGXFSZ, proc.stderr
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
         cut = (ws / "memory" / "log.md").read_bytes()
         assert len(cut) == len(whole) + budget and cut.startswith(whole)  # killed with part of the note written
         if recover_by == "next append":
@@ -786,6 +791,35 @@ def test_a_writer_killed_mid_append_leaves_no_cut_note(tmp_path: Path) -> None:
 
             assert recover(ws / "memory") == [f"log.md: an append cut short was removed ({budget} bytes)"]
             assert (ws / "memory" / "log.md").read_bytes() == whole
+
+
+def test_a_writer_killed_mid_append_never_cuts_an_edit_made_since(tmp_path: Path) -> None:
+    """Recovery cut the file back to its size before the killed append whenever its size lay between that and the
+    planned end: a user who had since rewritten the half-written note's place in an editor (same file, in place)
+    lost that edit at the next write. Only bytes that are the start of the note are cut now."""
+    from hybridmem.serve.notefile import recover
+    from hybridmem.serve.write import append_note
+
+    ws = make_workspace(tmp_path / "ws", files=1, lines=3)
+    append_note(ws, "a whole note about the ibex budget", "memory/log.md")
+    log = ws / "memory" / "log.md"
+    whole = log.read_bytes()
+    for recover_by in ("next append", "server start"):
+        proc = subprocess.run([sys.executable, "-c", CHILD_WRITE_CUT, str(ws), "700"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        assert len(log.read_bytes()) == len(whole) + 700
+        with open(log, "r+b") as fh:  # the user replaces the cut note by hand, in place
+            fh.seek(len(whole))
+            fh.write(b"\nthe user's own line\n")
+            fh.truncate()
+        edited = log.read_bytes()
+        if recover_by == "next append":
+            append_note(ws, "the ibex budget was approved", "memory/log.md")
+            assert log.read_bytes() == edited + b"\nthe ibex budget was approved\n"
+        else:
+            assert recover(ws / "memory") == [] and log.read_bytes() == edited
+        whole = log.read_bytes()
 
 
 def _race_workspace(tmp_path: Path) -> Path:

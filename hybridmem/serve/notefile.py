@@ -6,11 +6,12 @@ processes; on NFS, Linux maps ``flock`` to byte-range locks, which other hosts h
 keeps the threads of one process apart there). Under them the file's end is read, line numbers are counted, and
 the note is appended in place (``O_APPEND``, then ``fsync``): an append costs the same whatever the file's size.
 
-The lock file doubles as a journal. Before the append it records the file's size, the size after and a hash of the
-bytes (synced to disk); after it, the new size, line count and mtime (so the next append need not count lines
-again), unless another program appended meanwhile. An append that finds a journal still pending (its writer was
-killed, or the machine lost power) cuts the file back to its size before that append when it holds only part of it,
-so a note is in the file whole or not at all; when the file was changed in another way since, it is left alone.
+The lock file doubles as a journal. Before the append it records the file's size, the size after, the note's bytes
+and their hash (synced to disk); after it, the new size, line count and mtime (so the next append need not count
+lines again), unless another program appended meanwhile. An append that finds a journal still pending (its writer
+was killed, or the machine lost power) cuts the file back to its size before that append when what follows that size
+is the start of the note, so a note is in the file whole or not at all; when the file was changed in another way
+since (another size or file, or bytes after the old end that are not the note's: a user's edit), it is left alone.
 ``recover`` does the same for every lock file under a folder when a server starts.
 
 Example:
@@ -20,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -89,7 +91,7 @@ def locked(path: Path) -> Iterator[int]:
 
 def _journal(fd: int) -> dict[str, Any]:
     try:
-        raw = os.pread(fd, 1 << 16, 0)
+        raw = os.pread(fd, os.fstat(fd).st_size, 0)
         data = json.loads(raw) if raw.strip() else {}
     except (OSError, ValueError):
         return {}  # cut while being written: the append it announced had not started
@@ -98,7 +100,9 @@ def _journal(fd: int) -> dict[str, Any]:
 
 def _set_journal(fd: int, data: dict[str, Any], durable: bool) -> None:
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(data, separators=(",", ":")).encode(), 0)
+    raw, at = json.dumps(data, separators=(",", ":")).encode(), 0
+    while at < len(raw):  # a short write (a full disk) goes on until it fails outright
+        at += os.pwrite(fd, raw[at:], at)
     if durable:
         os.fsync(fd)
 
@@ -121,12 +125,15 @@ def _recover(path: Path, fd: int) -> str | None:
     if _identity(st) != j.get("id") or not before <= st.st_size <= after:
         _set_journal(fd, {}, durable=False)  # changed in another way since: not ours to touch
         return None
-    if st.st_size == after:
-        with open(path, "rb") as fh:
-            fh.seek(before)
-            if hashlib.sha256(fh.read(after - before)).hexdigest() == j["sha256"]:
-                _set_journal(fd, {}, durable=False)
-                return None
+    with open(path, "rb") as fh:
+        fh.seek(before)
+        written = fh.read(st.st_size - before)
+    planned = base64.b64decode(j["data"]) if isinstance(j.get("data"), str) else None
+    whole = st.st_size == after and hashlib.sha256(written).hexdigest() == j["sha256"]
+    # what follows the old end is not a start of the note (a user's edit, another program's line): not ours to cut
+    if whole or not written or (planned is not None and planned[:len(written)] != written):
+        _set_journal(fd, {}, durable=False)
+        return None
     with open(path, "r+b") as fh:
         fh.truncate(before)
         os.fsync(fh.fileno())
@@ -175,7 +182,8 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             raise HybridMemError(f"{path.name} kept changing while the note was appended, so it was not; try again")
         try:
             _set_journal(lfd, {"state": "pending", "id": _identity(start), "size": start.st_size,
-                               "after": start.st_size + len(data), "sha256": hashlib.sha256(data).hexdigest()},
+                               "after": start.st_size + len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                               "data": base64.b64encode(data).decode("ascii")},
                          durable=True)
             view = memoryview(data)
             while view:
