@@ -107,6 +107,15 @@ def _set_journal(fd: int, data: dict[str, Any], durable: bool) -> None:
         os.fsync(fd)
 
 
+def _clear_journal(fd: int) -> None:
+    """Empty the journal (nothing pending), as far as the disk allows: emptying it frees room, and a journal cut
+    short reads as empty."""
+    try:
+        _set_journal(fd, {}, durable=True)
+    except OSError:
+        pass
+
+
 def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino]
 
@@ -192,18 +201,21 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             st = os.fstat(fd)
         except BaseException:
             os.ftruncate(fd, start.st_size)  # a failed write (disk full) leaves nothing behind
-            _set_journal(lfd, {}, durable=True)
+            _clear_journal(lfd)
             raise
         finally:
             os.close(fd)
         if created:
             _fsync_dir(path.parent)
         if st.st_size != start.st_size + len(data):  # another program appended too: its lines are not counted
-            _set_journal(lfd, {}, durable=False)
+            _clear_journal(lfd)
             return result
-        _set_journal(lfd, {"state": "done", "id": _identity(st), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                           "breaks": tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])},
-                     durable=False)
+        try:  # the note is saved: a journal the disk has no room for only costs the next append a count of lines
+            _set_journal(lfd, {"state": "done", "id": _identity(st), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                               "breaks": tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])},
+                         durable=False)
+        except OSError:
+            _clear_journal(lfd)
         return result
 
 

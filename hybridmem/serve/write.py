@@ -7,6 +7,7 @@ then indexed before the call returns. What the reply says is true when it is giv
   whole, at the lines their reply names: appends hold a per-file lock (:mod:`hybridmem.serve.notefile`: an in-process
   lock plus ``flock`` on ``memory/.<name>.lock``) while they read the file's end, count its lines and append in place
   with ``fsync``; a writer killed in mid-append leaves nothing (the next append, or a server start, cuts it back).
+  A write the file system refuses (a full disk, a quota, a read-only folder) is cut back and reported unsaved.
 * **Text**: control characters other than line breaks and tabs are removed (a NUL would end the text for SQLite),
   ``\\r\\n`` becomes ``\\n``, lone surrogates become U+FFFD; the reply counts what was removed. Secrets the redaction
   rules find (:mod:`hybridmem.redaction`, plus ``sources.redact_patterns``) are replaced by ``[REDACTED]`` before the
@@ -247,12 +248,31 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
     except OSError as exc:
         if exc.errno in _PATH_ERRNOS:
             raise PathError(f"cannot write {rel}: {exc.strerror}") from None
-        raise
+        raise HybridMemError(_unsaved(rel, exc)) from None
     if redacted:
         out["redacted"] = redacted
     if removed:
         out["removed_characters"] = removed
     return out
+
+
+_NO_ROOM = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def _unsaved(rel: str, exc: OSError) -> str:
+    """One sentence for an append the file system refused: the note is not saved, and the file is as it was (the
+    append is cut back, :func:`notefile.append`)."""
+    why = exc.strerror or type(exc).__name__
+    if exc.errno in _NO_ROOM:
+        then = "free some space (or raise the quota) and write it again"
+    elif exc.errno == errno.EFBIG:  # the file system's largest file, or this process's file-size limit
+        then = "write it to another file (the file argument)"
+    elif exc.errno in _NOT_WRITABLE:
+        then = "memory/ is not writable by this server; make it writable and write the note again"
+    else:
+        then = "write it again, or to another file (the file argument)"
+    return f"the note was not saved: writing {rel} failed ({why}) and the file is as it was; {then}"
 
 
 def write_note(service: Any, text: str, file: str | None = None) -> dict[str, Any]:
