@@ -44,7 +44,7 @@ class Parser(argparse.ArgumentParser):
     _argv: list[str] = []
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
-        self._argv = list(sys.argv[1:] if args is None else args)
+        Parser._argv = list(sys.argv[1:] if args is None else args)  # a subcommand's parser reads it in error()
         got, extra = self.parse_known_args(self._argv, namespace)
         # argparse reads positionals before options only: in `search QUERY --json WORKSPACE` the last one is the
         # workspace (unless one was given, "." included)
@@ -57,6 +57,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         command = self._argv[0] if self._argv else ""
+        unknown = [a for a in self._argv[1:] if a.startswith("-") and a != "--" and a.split("=")[0] not in
+                   self._option_string_actions]
+        if command in ("search", "recall") and self.prog.endswith(command) and unknown \
+                and message.startswith("the following arguments are required: "):
+            # `search -foo`: argparse took the query for an option and says none was given
+            message, self.prog = f"unrecognized arguments: {' '.join(unknown)}", self.prog[: -len(command) - 1]
         if message.startswith("unrecognized arguments: -") and command in ("search", "recall"):
             first = message.split(": ", 1)[1].split()[0]
             self.exit(2, f"{self.prog}: error: {message}; if '{first}' is the query, put it after every option and "

@@ -159,6 +159,16 @@ def test_usage_mistakes_are_one_line_and_exit_2(capsys, argv, message):
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(
         "hybridmem: error: unrecognized arguments: --dry-run; if '--dry-run' is the query, put it after every option "
         "and '--': hybridmem search [OPTIONS] -- '--dry-run' [WORKSPACE]"), err
+    for argv in (["search", "-foo"], ["search", "--json", "-foo", "ws"], ["recall", "-x"]):  # the query alone
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        err, first = capsys.readouterr().err, argv[-1 - (argv[-1] == "ws")]
+        assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith(
+            f"hybridmem: error: unrecognized arguments: {first}; if '{first}' is the query, put it after every "
+            f"option and '--': hybridmem {argv[0]} [OPTIONS] -- '{first}' [WORKSPACE]"), err
+    with pytest.raises(SystemExit) as stop:
+        main(["search", "--json"])  # no query at all: argparse's own words
+    assert capsys.readouterr().err.startswith("hybridmem search: error: the following arguments are required: query")
     with pytest.raises(SystemExit) as stop:
         main(["search", "--help"])
     assert stop.value.code == 0 and "usage: hybridmem search" in capsys.readouterr().out
