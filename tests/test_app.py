@@ -7,7 +7,9 @@ and use the counting :class:`HashEmbedder` for speed (the real model runs in ``t
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -177,6 +179,31 @@ def test_bad_folders_show_an_error_not_a_traceback(tmp_path, path_kind, message)
     at.text_input(key="src_path").input(str(target)).run()
     assert not at.exception
     assert any(message in e.value for e in at.error), [e.value for e in at.error]
+
+
+def shown(markdown: str) -> str:
+    """The text a browser shows for ``markdown`` (Streamlit renders messages as CommonMark with GFM strikethrough)."""
+    from markdown_it import MarkdownIt
+
+    rendered = MarkdownIt("commonmark").enable("strikethrough").render(markdown)
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+
+
+@pytest.mark.parametrize("path_kind", ["missing", "empty"])
+def test_a_bad_folders_message_shows_its_path_and_the_file_patterns_as_typed(tmp_path, path_kind):
+    """Markdown ate the message's ``*`` (``memory/**/*.md`` showed as "memory/**/.md" with the rest in italics) and
+    the underscores of a folder named ``_notes_``."""
+    target = tmp_path / "_notes_"
+    if path_kind == "empty":
+        target.mkdir()
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(target)).run()
+    assert not at.exception
+    text = shown(at.error[0].value)
+    assert str(target) in text, text
+    if path_kind == "empty":
+        assert "memory/**/*.md" in text and "sessions/*.jsonl" in text, text
 
 
 def test_a_folder_without_memory_is_refused_before_an_index_is_made_in_it(tmp_path):

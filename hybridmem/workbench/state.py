@@ -217,15 +217,28 @@ def get_index(workspace: str) -> MemoryIndex:
     return open_index(workspace)
 
 
+def code(text: str | Path) -> str:
+    """``text`` as a Markdown code span: a path or a file pattern shown as typed (Markdown would eat its ``*`` and
+    ``_`` pairs; messages in the page are Markdown).
+
+    Example:
+        >>> code("memory/**/*.md")
+        '`memory/**/*.md`'
+    """
+    text = str(text)
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def check_workspace(path: str) -> str | None:
-    """A message saying what is wrong with ``path`` as a memory workspace, or None when it looks usable."""
+    """A message (Markdown) saying what is wrong with ``path`` as a memory workspace, or None when it looks usable."""
     if not path.strip():
-        return "Enter the path of a folder: a memory workspace (MEMORY.md, memory/*.md) or a BEIR directory."
+        return (f"Enter the path of a folder: a memory workspace ({code('MEMORY.md')}, {code('memory/*.md')}) or a "
+                "BEIR directory.")
     p = Path(path).expanduser()
     if not p.exists():
-        return f"Folder not found: {path}. Check the path (relative paths start at {Path.cwd()})."
+        return f"Folder not found: {code(path)}. Check the path (relative paths start at {code(Path.cwd())})."
     if not p.is_dir():
-        return f"Not a folder: {path}. Point at the folder holding MEMORY.md and memory/."
+        return f"Not a folder: {code(path)}. Point at the folder holding {code('MEMORY.md')} and {code('memory/')}."
     return None
 
 
@@ -247,8 +260,9 @@ def without_memory(path: str) -> str | None:
 
 
 def no_memory_text(path: str) -> str:
-    return (f"No Markdown memory files in {path}: expected MEMORY.md, memory.md or memory/**/*.md (or "
-            "sessions/*.jsonl). Add notes there, or choose another folder in the sidebar.")
+    return (f"No Markdown memory files in {code(path)}: expected {code('MEMORY.md')}, {code('memory.md')} or "
+            f"{code('memory/**/*.md')} (or {code('sessions/*.jsonl')}). Add notes there, or choose another folder in "
+            "the sidebar.")
 
 
 def generation(idx: MemoryIndex) -> str:
