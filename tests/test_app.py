@@ -418,6 +418,22 @@ def test_labeled_pages_explain_when_the_source_has_no_labels(tmp_path):
     assert any("needs a labeled dataset" in i.value for i in at.info)
 
 
+@pytest.mark.parametrize("name", ["fusion", "sweeps", "evaluation"])
+def test_labeled_pages_say_a_folder_is_missing_and_how_to_label_a_memory_folder(tmp_path, name):
+    """A folder that does not exist was said to have "no queries and judgments"; a memory folder without labels was
+    told to bring meta.json, queries.jsonl and judgments.jsonl, not to label it in the search inspector."""
+    at = page(name)
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(tmp_path / "nope")).run()
+    assert not at.exception
+    assert [e.value for e in at.error if "Folder not found" in e.value], [i.value for i in at.info]
+    (tmp_path / "MEMORY.md").write_text("note\n")
+    at.text_input(key="src_path").input(str(tmp_path)).run()
+    assert not at.exception
+    text = " ".join(i.value for i in at.info)
+    assert "Search inspector" in text and "Relevant" in text and str(tmp_path) in text, text
+
+
 # -- view helpers (pure) -----------------------------------------------------------------------------------------
 def _toy() -> Candidates:
     chunks = {i: ChunkInfo(i, f"memory/{i}.md", "memory", 1, 2, f"text {i}", 0.0, True, frozenset({"text"}))

@@ -28,10 +28,16 @@ def require_dataset() -> tuple[str, Any]:
     source = state.current_source()
     if source.kind == "folder" and not source.path:
         views.fail("Enter a folder path in the sidebar.")
+    problem = state.check_workspace(source.path) if source.kind == "folder" else None
+    if problem:
+        views.fail(problem)
     if not source.labeled:
-        st.info(f"{source.label} has no queries and judgments. This page needs a labeled dataset: the demo memory, "
-                "LoCoMo, SciFact, a BEIR folder, or a workspace folder with meta.json, queries.jsonl and "
-                "judgments.jsonl.", icon=":material/info:")
+        st.info(f"{state.code(source.path)} has no labeled queries yet. This page needs a labeled dataset: label "
+                "this memory in the **Search inspector** (type a query, mark results *Relevant* or *Not relevant*) "
+                "or accept suggestions on **Agent queries**, and this page scores it from the first labeled query. "
+                "Labels made elsewhere come in with `hybridmem labels import`; the demo memory, LoCoMo, SciFact, a "
+                "BEIR folder and a folder with meta.json, queries.jsonl and judgments.jsonl are labeled already.",
+                icon=":material/info:")
         st.stop()
     try:
         with st.spinner("Loading the dataset…"):
