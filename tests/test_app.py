@@ -512,6 +512,34 @@ def test_movement_frame_marks_moves():
                    "memory/3.md#L1-L2": (None, 2, "new")}
 
 
+def test_movement_table_shows_a_missing_position_as_a_dash_not_none():
+    """A chunk one ranking did not return showed "None" (Streamlit's repr of a missing value) in that column."""
+    c = _toy()
+    left = rank(c, RankConfig(vector_weight=1.0, text_weight=0.0, min_score=0.0, max_results=2), now=0.0)
+    right = rank(c, RankConfig(vector_weight=0.0, text_weight=1.0, min_score=0.0, max_results=2), now=0.0)
+    sent = views.style_moves(views.movement_frame(left, right, names=("vector", "keyword"))).data  # what the page gets
+    assert not sent.isna().any().any(), sent  # Streamlit draws a missing value as "None", whatever the Styler says
+    got = {row.citation: (row.vector, row.keyword) for row in sent.itertuples()}
+    assert got == {"memory/1.md#L1-L2": ("1", "—"), "memory/2.md#L1-L2": ("2", "1"), "memory/3.md#L1-L2": ("—", "2")}
+
+
+def test_fusion_compare_says_why_a_method_returned_nothing_for_the_query():
+    """Under an answer gate that refuses every query, the one-query table listed nothing (or every row "dropped")
+    with no word of why."""
+    at = page("fusion")
+    at.number_input(key="cfg_answer_threshold").set_value(0.99).run()
+    pick = at.selectbox(key="fusion_query")
+    pick.set_value(next(o for o in pick.options if o.startswith("q002 "))).run()  # P(answer) far below 0.99 here
+    assert not at.exception
+    notes = [c.value for c in at.caption if "returned nothing for this query" in c.value]
+    moves = frame(at, "fusion_moves")
+    empty = [c for c in ("joint", "weighted") if (moves[c] == "—").all()]  # no rows at all: both
+    assert empty == ["joint", "weighted"] and sorted(n.split()[0] for n in notes) == empty, (empty, notes)
+    assert all("answer gate" in n and "threshold of 0.99" in n for n in notes), notes
+    at.number_input(key="cfg_answer_threshold").set_value(0.0).run()
+    assert not [c.value for c in at.caption if "returned nothing for this query: the answer gate" in c.value]
+
+
 def test_highlight_escapes_and_marks():
     assert views.highlight("<b>retry</b> later", ("retri",)) == "&lt;b&gt;<mark>retry</mark>&lt;/b&gt; later"
     # the longest of overlapping matches, in ASCII text and in any other alike

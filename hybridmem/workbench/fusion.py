@@ -83,6 +83,10 @@ def render() -> None:
         st.info("Pick two different methods.")
     else:
         st.dataframe(views.style_moves(moves), hide_index=True, key="fusion_moves")
+        for n, r in ((x, left), (y, right)):
+            note = views.nothing_returned(n, r, configs[n])
+            if note:
+                st.caption(note)
 
 
 if __name__ == "__main__":

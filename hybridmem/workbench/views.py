@@ -217,8 +217,23 @@ def movement_frame(left: Ranking, right: Ranking, relevant: Mapping[int, str] | 
     return df
 
 
+def nothing_returned(name: str, ranking: Ranking, cfg: RankConfig) -> str | None:
+    """Why ``ranking`` (of config ``name``) returned no hit, in one sentence, or None when it returned some."""
+    if ranking.hits:
+        return None
+    if ranking.abstained and ranking.answer_probability is not None:
+        return (f"{name} returned nothing for this query: the answer gate put the chance that memory holds an answer "
+                f"at {ranking.answer_probability:.2f}, under its threshold of {cfg.answer_threshold:g}.")
+    if not ranking.candidates:
+        return f"{name} returned nothing for this query: neither leg found a candidate."
+    reasons = {h.cut_reason for h in ranking.candidates}
+    if reasons == {"min_score"}:
+        return f"{name} returned nothing for this query: every candidate scored under the min score {cfg.min_score:g}."
+    return f"{name} returned nothing for this query: every candidate was cut ({', '.join(sorted(map(str, reasons)))})."
+
+
 def style_moves(df: pd.DataFrame):  # noqa: ANN201
-    """Colour the move column: green up, red down or dropped, blue new."""
+    """Colour the move column: green up, red down or dropped, blue new; a position a ranking lacks shows as "—"."""
     def color(v: object) -> str:
         s = str(v)
         if s.startswith("▲") or s == "new":
@@ -227,4 +242,8 @@ def style_moves(df: pd.DataFrame):  # noqa: ANN201
             return "color: #cf222e; font-weight: 600"
         return ""
 
-    return df.style.map(color, subset=["move"])
+    # Streamlit draws a missing value as "None" whatever the Styler's na_rep: positions go to the page as text
+    shown = df.copy()
+    for col in (c for c in df.columns if c not in ("move", "relevant", "citation")):
+        shown[col] = [("—" if pd.isna(v) else str(v)) for v in df[col]]
+    return shown.style.map(color, subset=["move"])
