@@ -84,7 +84,9 @@ def render() -> None:
         st.info("Nothing indexed yet.")
         return
     files["date"] = pd.to_datetime(files["date"], unit="s").dt.strftime("%Y-%m-%d").fillna("")
-    files["modified"] = pd.to_datetime(files["mtime"], unit="s").dt.strftime("%Y-%m-%d %H:%M")
+    # a dataset's documents have no file time (0): blank, not 1970-01-01
+    files["modified"] = pd.to_datetime(files["mtime"].where(files["mtime"] > 0), unit="s").dt.strftime(
+        "%Y-%m-%d %H:%M").fillna("")
     files["evergreen"] = files["evergreen"].astype(bool)
     view = files[["path", "source", "chunks", "size", "date", "evergreen", "modified"]].sort_values("path")
     st.dataframe(view, hide_index=True, key="index_files",
