@@ -240,6 +240,19 @@ def test_document_dataset_is_searched_through_the_evaluator_index():
     assert result_lines(at), "the first LoCoMo question should return hits"
     table = frame(at, "inspector_candidates")
     assert "relevant" in table and table["citation"].str.contains("#L").all()
+    caption = " ".join(c.value for c in at.caption)
+    assert "1 judged unit," in caption and "1 candidate chunk holds one" in caption, caption  # not "1 judged units"
+
+
+def test_a_document_datasets_files_show_no_modification_time_of_1970():
+    """A dataset's documents have no file time (mtime 0): the index page showed each modified 1970-01-01 00:00."""
+    at = page()
+    at.selectbox(key="src_kind").set_value("locomo").run()
+    at.switch_page(PAGE["index_page"]).run()
+    assert not at.exception
+    files = frame(at, "index_files")
+    assert len(files) and not files["modified"].str.startswith("1970").any(), files["modified"].head()
+    assert (files["modified"] == "").all()
 
 
 # -- index -------------------------------------------------------------------------------------------------------

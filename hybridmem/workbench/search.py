@@ -11,6 +11,7 @@ import streamlit as st
 
 from hybridmem.errors import HybridMemError
 from hybridmem.workbench import labeling, state, views
+from hybridmem.wording import counted
 
 FUSION_NAMES = {"joint": "Joint model", "weighted": "Weighted sum", "rrf": "RRF"}
 TYPED = "(type your own)"
@@ -90,7 +91,8 @@ def render() -> None:
         if cands.alignment is not None:
             caption += f" (token alignment of the top passages {cands.alignment[0]:.2f})"
     if relevant is not None:
-        caption += f" · {len(dataset.qrels.get(qid, {}))} judged units, {len(relevant)} candidate chunks hold one"
+        caption += (f" · {counted(len(dataset.qrels.get(qid, {})), 'judged unit')}, "
+                    f"{counted(len(relevant), 'candidate chunk')} {'holds' if len(relevant) == 1 else 'hold'} one")
     st.caption(caption)
 
     workspace = str(idx.workspace) if idx.workspace is not None else None
