@@ -580,6 +580,27 @@ def _label_workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def test_a_typed_query_once_labeled_is_shown_as_that_labeled_query(tmp_path):
+    """After a second typed query was labeled, the "Labeled query" picker still said "(type your own)", and the caption
+    and the results did not mark the relevant chunk, until the query was typed again."""
+    ws = _label_workspace(tmp_path)
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    at.text_input(key="inspector_query").input("TLS certificate").run()
+    at.button(key="lab_hit_rel_memory/2026-01-02.md#L1-L4").click().run()
+    at.text_input(key="inspector_query").input("editor theme").run()
+    at.button(key="lab_hit_rel_MEMORY.md#L1-L4").click().run()
+    assert not at.exception
+    assert at.selectbox(key="inspector_labeled").value == "u002 · editor theme"
+    assert at.text_input(key="inspector_query").value == "editor theme"
+    assert "1 judged unit" in " ".join(c.value for c in at.caption)
+    assert any(line.startswith("**1. `MEMORY.md#L1-L4`") and "relevant" in line for line in result_lines(at))
+    at.selectbox(key="inspector_labeled").set_value("(type your own)").run()  # still chosen at will: a blank query
+    assert at.selectbox(key="inspector_labeled").value == "(type your own)"
+    assert at.text_input(key="inspector_query").value == ""
+
+
 def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     import subprocess
     import sys

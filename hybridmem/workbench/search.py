@@ -34,6 +34,10 @@ def _query_picker(dataset) -> tuple[str, str | None]:  # noqa: ANN001
     if dataset is not None:
         options = {f"{q.id} · {q.text}": q for q in dataset.queries}
         texts = {label: q.text for label, q in options.items()}
+        known = st.session_state.get("_inspector_options")
+        st.session_state["_inspector_options"] = tuple(options)
+        if known is not None and known != tuple(options) and st.session_state.get("inspector_labeled") == TYPED:
+            _follow_typed(texts)  # labels changed (the typed query was labeled, say): the picker names it if it is
         label = st.selectbox("Labeled query", [TYPED, *options], index=1 if options else 0,
                              key="inspector_labeled", help="Queries of the dataset, with their relevant units marked.")
         if label in options:
