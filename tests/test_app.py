@@ -601,6 +601,31 @@ def test_a_typed_query_once_labeled_is_shown_as_that_labeled_query(tmp_path):
     assert at.text_input(key="inspector_query").value == ""
 
 
+def test_a_malformed_labels_file_stops_only_the_pages_that_read_labels(tmp_path):
+    """A broken ``.hybridmem-labels/queries.jsonl`` stopped the search inspector and the index page too, which need no
+    labels: the memory could not even be searched until the file was mended."""
+    ws = _label_workspace(tmp_path)
+    (ws / ".hybridmem-labels").mkdir()
+    (ws / ".hybridmem-labels" / "queries.jsonl").write_text('{"id": "u001", "text": "TLS"\nnot json\n')
+    (ws / ".hybridmem-labels" / "judgments.jsonl").write_text(
+        '{"query_id": "u001", "path": "MEMORY.md", "start_line": 1, "end_line": 2, "grade": 1}\n')
+    at = page()
+    at.selectbox(key="src_kind").set_value("folder").run()
+    at.text_input(key="src_path").input(str(ws)).run()
+    at.text_input(key="inspector_query").input("TLS certificate").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("TLS" in m.value for m in at.markdown) and result_lines(at)
+    warned = " ".join(w.value for w in at.warning)
+    assert "queries.jsonl:1" in warned and "not valid JSON" in warned, warned
+    assert not [b for b in at.button if b.key and b.key.startswith("lab_")]  # no label buttons over a broken file
+    at.switch_page(PAGE["index_page"]).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert len(frame(at, "index_files")) == len(LABEL_WS_FILES)
+    assert "queries.jsonl:1" in " ".join(w.value for w in at.warning)
+    at.switch_page(PAGE["evaluation"]).run()
+    assert not at.exception and any("queries.jsonl:1" in e.value for e in at.error)
+
+
 def test_label_evaluate_sweep_save_and_cli_search_use_it(tmp_path):
     import subprocess
     import sys

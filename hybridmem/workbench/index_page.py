@@ -29,10 +29,7 @@ def _embedded_by(runtime: str) -> str:
 def render() -> None:
     st.title("Index")
     source = state.current_source()
-    try:
-        dataset = state.dataset_for(source)
-    except HybridMemError as exc:
-        views.fail(state.error_text(exc))
+    dataset, _ = views.dataset_or_warning(source)
     idx = views.open_source(source, dataset)
     documents = idx.workspace is None
     if documents:

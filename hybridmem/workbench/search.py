@@ -56,10 +56,7 @@ def render() -> None:
     st.title("Search inspector")
     source = state.current_source()
     cfg = state.rank_config()
-    try:
-        dataset = state.dataset_for(source)
-    except HybridMemError as exc:
-        views.fail(state.error_text(exc))
+    dataset, broken_labels = views.dataset_or_warning(source)
     idx = views.open_source(source, dataset)
     asked = st.session_state.pop(state.INSPECTOR_FOR_KEY, None)
     if asked and not state.same_folder(asked, idx.workspace):
@@ -99,7 +96,7 @@ def render() -> None:
                     f"{counted(len(relevant), 'candidate chunk')} {'holds' if len(relevant) == 1 else 'hold'} one")
     st.caption(caption)
 
-    workspace = str(idx.workspace) if idx.workspace is not None else None
+    workspace = str(idx.workspace) if idx.workspace is not None and not broken_labels else None  # where to label
     judged = labeling.judgments_for(workspace, query) if workspace else []
     pair = (FUSION_NAMES.get(cfg.fusion, cfg.fusion), FUSION_NAMES.get(other.fusion, other.fusion))
     names = ["Results", "All candidates", f"{pair[0]} vs {pair[1]}"] + (["Label (pooled)"] if workspace else [])

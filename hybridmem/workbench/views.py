@@ -51,6 +51,21 @@ def write_refused() -> None:
         st.error(message, icon=":material/block:")
 
 
+def dataset_or_warning(source: state.Source) -> tuple[object | None, str | None]:
+    """The labeled dataset behind ``source`` and None; for a memory folder whose own label files cannot be read, None
+    and why (shown as a warning: a page that searches or lists the index goes on without labels). Any other error
+    stops the page."""
+    try:
+        return state.dataset_for(source), None
+    except HybridMemError as exc:
+        if not source.own_labels:
+            fail(state.error_text(exc))
+        broken = state.error_text(exc)
+        st.warning(f"{broken}. This page goes on without the workspace's labels: mend or remove that file to label "
+                   "and evaluate here.", icon=":material/warning:")
+        return None, broken
+
+
 def open_workspace(source: state.Source) -> MemoryIndex:
     """The cached index of ``source``'s workspace, synced (with progress) when it is empty; errors stop the page."""
     problem = state.check_workspace(source.workspace) or state.without_memory(source.workspace)
