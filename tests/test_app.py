@@ -148,6 +148,20 @@ def test_typed_query_replaces_the_labeled_one():
     assert "relevant" in frame(at, "inspector_candidates")
 
 
+def test_a_query_longer_than_the_search_reads_says_it_was_cut():
+    """A query past tokenizer.max_query_chars was searched by its first 2,000 characters without a word."""
+    from hybridmem.config import MAX_QUERY_CHARS
+
+    at = page()
+    long = ("retry backoff for the payment processor " * 100)[: MAX_QUERY_CHARS + 500]
+    at.text_input(key="inspector_query").input(long).run()
+    assert not at.exception
+    notes = [c.value for c in at.caption if "the query was cut" in c.value]
+    assert notes and f"first {MAX_QUERY_CHARS} of {len(long)} characters" in notes[0], notes
+    at.text_input(key="inspector_query").input("retry backoff").run()
+    assert not [c.value for c in at.caption if "the query was cut" in c.value]
+
+
 def test_rrf_k_is_switched_off_where_nothing_reads_it():
     """Under the joint model (or the weighted sum) RRF k changes only the RRF side of the inspector's comparison and
     of fusion compare: there it stays on, and on every other page it is off unless the fusion is RRF."""

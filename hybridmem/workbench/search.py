@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from hybridmem.errors import HybridMemError
+from hybridmem.tokenization import cap_query
 from hybridmem.workbench import labeling, state, views
 from hybridmem.wording import counted
 
@@ -68,6 +69,9 @@ def render() -> None:
         st.info("Type a query to see its candidates.")
         return
 
+    query, cut = cap_query(query, idx.settings.tokenizer)  # what every search reads (and the query log keeps)
+    if cut:
+        st.caption(f"Searched as the CLI and agents search it: {cut}.")
     other = views.other_fusion(cfg)
     try:
         with st.spinner("Loading the embedding model and retrieving…"):
