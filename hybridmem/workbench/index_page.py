@@ -44,8 +44,8 @@ def render() -> None:
     status = idx.status(disk=not documents)
     st.caption(f"`{status['workspace'] or dataset.name}` → `{status['index_path']}`")
     if status.get("changed_on_disk"):
-        st.info(f"{counted(status['changed_on_disk'], 'file')} changed on disk since the last sync: **Sync now** (or a search, "
-                "which syncs first) picks them up.", icon=":material/sync_problem:")
+        st.info(f"{counted(status['changed_on_disk'], 'file')} changed on disk since the last sync: **Sync now** (or a "
+                "search, which syncs first) picks them up.", icon=":material/sync_problem:")
     cols = st.columns(4)
     cols[0].metric("Files", status["files"])
     cols[1].metric("Chunks", status["chunks"])

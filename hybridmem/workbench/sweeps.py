@@ -1,8 +1,8 @@
 """Sweeps: one or two ranking parameters over a range, the chosen metric as a line or heatmap, the best point marked,
 and a button that applies it to the sidebar.
 
-Every point is scored by :func:`hybridmem.eval.sweeps.sweep` over candidates the cached evaluator retrieved once, so a new
-range costs ranking and scoring only.
+Every point is scored by :func:`hybridmem.eval.sweeps.sweep` over candidates the cached evaluator retrieved once, so a
+new range costs ranking and scoring only.
 """
 
 from __future__ import annotations
