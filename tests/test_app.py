@@ -73,7 +73,7 @@ def result_lines(at: AppTest) -> list[str]:
 TABLES = {
     "inspector_candidates": "cut because", "inspector_moves": "move", "index_files": "chunks",
     "fusion_means": "config", "fusion_sig": "p_value", "fusion_moves": "move", "sweep_table": "vector_weight",
-    "eval_means": "config", "eval_per_query": "query",
+    "eval_means": "config", "eval_per_query": "query", "eval_abstain_table": "false_abstention",
 }
 
 
@@ -434,6 +434,12 @@ def test_evaluation_asks_the_no_answer_sets_only_when_the_abstention_curve_is_sw
     at.toggle(key="eval_abstain_on").set_value(True).run()
     assert not at.exception
     assert [c for c in at.get("plotly_chart") if c.key == "eval_abstain_chart"]
+    # and each config's table: the default refuses the demo's no-answer questions, a fixed fusion none of them
+    table = frame(at, "eval_abstain_table")
+    table = table.set_index("config") if "config" in table.columns else table
+    assert {"default", "rrf"} <= set(table.index) and {"ndcg@10", "false_abstention", "abstain:demo-none"} <= set(
+        table.columns)
+    assert table.loc["default", "abstain:demo-none"] > 0.5 and table.loc["rrf", "abstain:demo-none"] == 0.0
 
 
 def test_labeled_pages_explain_when_the_source_has_no_labels(tmp_path):

@@ -95,8 +95,8 @@ def render() -> None:
 
     tab_q, tab_cat, tab_abstain, tab_export = st.tabs(["Per query", "Per category", "Abstention", "Export"])
     with tab_abstain:  # tabs render eagerly: the no-answer sets are indexed and asked only when asked for
-        if st.toggle("Show the curve over the answer gate's threshold (asks every no-answer set of this dataset; "
-                     "the first time takes minutes)", key="eval_abstain_on"):
+        if st.toggle("Show abstention: each config's table and the curve over the answer gate's threshold (asks "
+                     "every no-answer set of this dataset; the first time takes minutes)", key="eval_abstain_on"):
             _abstention(name, chosen, available, split)
     per_query = labeled.per_query_frame(result, dataset)
     with tab_q:
@@ -152,6 +152,13 @@ def render() -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
+def _table(name: str, key: str, split: str, _configs: dict[str, RankConfig]) -> dict[str, dict[str, float]]:
+    from hybridmem.eval.abstention import abstention_table
+
+    return abstention_table(state.get_evaluator(name), _configs, split=None if split == "all" else split)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
 def _curve(name: str, key: str, split: str, _config: RankConfig) -> list[dict[str, float]]:
     from hybridmem.eval.abstention import abstention_curve
 
@@ -159,11 +166,17 @@ def _curve(name: str, key: str, split: str, _config: RankConfig) -> list[dict[st
 
 
 def _abstention(name: str, chosen: list[str], available: dict[str, RankConfig], split: str) -> None:
-    """The curve over the answer gate's threshold (or the min score, for a config without a gate) of one config:
-    abstention on the no-answer sets beside the answerable queries' nDCG@10, recall@5 and false abstention
-    (computed by hybridmem.eval.abstention)."""
+    """Every chosen config's abstention on the no-answer sets beside the answerable queries' nDCG@10, recall@5 and
+    false abstention (a query that returns nothing scores 0), then the curve over one config's answer gate threshold
+    (or its min score, for a config without a gate); computed by hybridmem.eval.abstention."""
     import pandas as pd
 
+    configs = {n: available[n] for n in chosen}
+    with st.spinner("Asking every no-answer set…"):
+        table = _table(name, labeled.configs_key(configs), split, configs)
+    frame = pd.DataFrame.from_dict(table, orient="index")
+    frame.index.name = "config"
+    st.dataframe(frame.style.format("{:.4f}"), key="eval_abstain_table")
     cfg_name = st.selectbox("Config", chosen, key="eval_abstain_config")
     config = available[cfg_name]
     knob = "answer_threshold" if config.answer_threshold > 0 else "min_score"
