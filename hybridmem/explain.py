@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from hybridmem.config.calibration import NEAREST_ACROSS_THRESHOLD, joint_model
+from hybridmem.config.calibration import ANSWER_THRESHOLD, NEAREST_ACROSS_THRESHOLD, joint_model
 
 __all__ = ["explain_table", "fmt", "print_explain"]
 
@@ -44,6 +44,9 @@ def print_explain(resp: Any) -> None:
         verdict = "nothing returned" if r.abstained else "answer"
         print(f"answer gate: P(memory holds an answer) = {r.answer_probability:.3f}, threshold "
               f"{resp.config.answer_threshold:g}: {verdict}; final = fused x that probability")
+        if r.language_bar:
+            print(f"the question read as {r.language_bar[0]}: the gate read against that language's bar "
+                  f"{r.language_bar[1]:g} (its probability moved so that the bar falls on {ANSWER_THRESHOLD:g})")
         a = resp.candidates.alignment
         print("token alignment with the top passages: " + ("not read (no token states)" if a is None else
               f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "

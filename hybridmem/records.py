@@ -246,6 +246,8 @@ class Ranking:
     # cross-lingual gate is read against a higher bar); "" neither. Where it is, the cross-lingual gate may answer too
     # and the hits take the cross-lingual fit's probabilities. Read only for a model that has either ("" otherwise).
     routed_across: str = ""
+    # The question's language and the bar the gate read it against (LANGUAGE_BARS) where one did; else None.
+    language_bar: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,13 @@ language read by a gate fitted without it (`hybridmem.eval.gate_rounds.gate_tabl
 ``--rows PATH`` reads the rows from PATH when it exists, else collects them (e5: about 40 minutes on 2 cores) and
 writes them there, so that variants of the gate are compared on the same rows in seconds. Without ``--features`` the
 gate is the shipped aligned gate's (`ALIGNED_USED_BY_MODEL`).
+
+``--language-bars`` places the shipped aligned gate's bar per question language on the train rows
+(`hybridmem.eval.language_bars`; `LANGUAGE_BARS` in hybridmem/config/calibration.py) and prints what reading each
+set against it changes, on train and, with ``--test-rows PATH`` (collected there when missing, about 15 minutes for
+e5), on the test splits' rows, read only to report:
+
+    PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl --language-bars --test-rows /tmp/t.pkl
 """
 import argparse
 import pickle
@@ -19,8 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from hybridmem.config import Settings, provider_model
-from hybridmem.config.calibration import ANSWER_THRESHOLD
+from hybridmem.config.calibration import ANSWER_THRESHOLD, gate_model
 from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, collect_rows
+from hybridmem.eval.language_bars import bar_table, language_bars
 from hybridmem.eval.gate_rounds import gate_table
 from hybridmem.ranking.gate import GATE_FEATURES
 
@@ -28,6 +36,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("provider", choices=("e5", "local"))
 ap.add_argument("--rows", type=Path, help="read the rows here, or collect and write them here")
 ap.add_argument("--features", help="comma-separated GATE_FEATURES names (default: the shipped aligned gate's)")
+ap.add_argument("--language-bars", action="store_true", help="place the bar per question language; print its table")
+ap.add_argument("--test-rows", type=Path, help="with --language-bars: the test splits' rows (collected when missing)")
 args = ap.parse_args()
 settings = Settings().override(embedding={"provider": args.provider})
 model = provider_model(args.provider, settings.embedding.model)
@@ -36,25 +46,50 @@ unknown = set(features) - set(GATE_FEATURES)
 if unknown:
     sys.exit(f"gate_rounds.py: {', '.join(sorted(unknown))} not among the gate's features ({', '.join(GATE_FEATURES)})")
 
-if args.rows and args.rows.exists():
-    saved = pickle.loads(args.rows.read_bytes())
-    if saved["model"] != model:
-        sys.exit(f"gate_rounds.py: {args.rows} holds {saved['model']}'s rows, not {model}'s")
-    if saved["features"] != GATE_FEATURES:
-        sys.exit(f"gate_rounds.py: {args.rows} was collected over other gate features than today's; collect again")
-    rows = saved["rows"]
-else:
-    t0 = time.time()
-    rows = collect_rows(settings, DECISION_DATASETS)
-    print(f"rows collected in {time.time() - t0:.0f} s", file=sys.stderr)
-    if args.rows:
-        args.rows.write_bytes(pickle.dumps({"model": model, "features": GATE_FEATURES, "rows": rows}))
 
-t = gate_table(rows, features, ANSWER_THRESHOLD)
+
+def load_rows(path: Path | None, split: str):  # noqa: ANN201
+    if path and path.exists():
+        saved = pickle.loads(path.read_bytes())
+        if saved["model"] != model:
+            sys.exit(f"gate_rounds.py: {path} holds {saved['model']}'s rows, not {model}'s")
+        if saved["features"] != GATE_FEATURES:
+            sys.exit(f"gate_rounds.py: {path} was collected over other gate features than today's; collect again")
+        return saved["rows"]
+    t0 = time.time()
+    got = collect_rows(settings, DECISION_DATASETS, split=split)
+    print(f"{split} rows collected in {time.time() - t0:.0f} s", file=sys.stderr)
+    if path:
+        path.write_bytes(pickle.dumps({"model": model, "features": GATE_FEATURES, "rows": got}))
+    return got
 
 
 def pct(v: float) -> str:
     return f"{100 * v:.1f}%"
+
+
+rows = load_rows(args.rows, "train")
+if args.language_bars:
+    gate = gate_model(model, aligned=True)
+    bars = language_bars(rows, gate, ANSWER_THRESHOLD)
+    print(f"{model}, the aligned gate's bars per question language (threshold {ANSWER_THRESHOLD:g}): {bars}")
+    for split, split_rows in (("train", rows), ("test", load_rows(args.test_rows, "test") if args.test_rows else None)):
+        if split_rows is None:
+            continue
+        bt = bar_table(split_rows, gate, ANSWER_THRESHOLD, bars)
+        print(f"\n{split}: | set | bar | returns nothing: shared threshold -> the language's bar |\n|---|---|---|")
+        for name in bt.bar:
+            kind = "false abstention" if bt.answerable[name] else "abstention"
+            print(f"| {name} | {bt.bar[name]:g} | {kind} {pct(bt.before[name])} -> {pct(bt.after[name])} |")
+        none = [n for n in bt.bar if not bt.answerable[n]]
+        print(f"No-answer sets, mean / worst: {pct(np.mean([bt.before[n] for n in none]))} / "
+              f"{pct(min(bt.before[n] for n in none))} -> {pct(np.mean([bt.after[n] for n in none]))} / "
+              f"{pct(min(bt.after[n] for n in none))}; largest false abstention "
+              f"{pct(max(bt.before[n] for n in bt.bar if n not in none))} -> "
+              f"{pct(max(bt.after[n] for n in bt.bar if n not in none))}")
+    sys.exit(0)
+
+t = gate_table(rows, features, ANSWER_THRESHOLD)
 
 
 print(f"{model}, gate over {', '.join(features)}; threshold {ANSWER_THRESHOLD:g}\n")

@@ -130,6 +130,18 @@ CROSSLINGUAL_GATES: dict[str, Calibration] = {
 # "A memory in two languages").
 NEAREST_ACROSS_THRESHOLD = 0.98
 
+# A bar per question language for a gate whose questions score higher in some languages at the same content (read
+# against it by gate.raised, as the nearest route's bar): e5's aligned gate, where a Vietnamese, Chinese or Thai
+# question shares many short units with any passage and aligns well with it whatever it asks, so the shared
+# threshold let most such questions about what memory does not hold through. Placed on the gate's train rows by
+# hybridmem.eval.language_bars (eval/reports/gate_rounds.py --language-bars; again whenever the gate is refitted): the
+# shipped threshold moved up by how far the language's 2% point lies above English's on XQuAD-R, whose questions are
+# the same in every language (the shift is the language's, not the kind of text's). English, and a question too short
+# to read or in a language not here, keep ANSWER_THRESHOLD (docs/ranking.md, "The sixteenth round").
+LANGUAGE_BARS: dict[str, dict[str, float]] = {
+    "multilingual-e5-small|aligned": {"th": 0.0793, "vi": 0.1303, "zh": 0.1483},
+}
+
 # The hits' probabilities where a question is routed across languages (RankMemo.other_language), per embedding model:
 # the order is the model's own, only the probabilities handed out down it come from this fit (hit_model), whose
 # features are the order's at their cross-lingual levels (a cosine across languages sits lower, the keyword leg finds
@@ -195,6 +207,20 @@ def reads_language(model: str) -> bool:
         (True, False)
     """
     return model in CROSSLINGUAL_GATES or model in CROSSLINGUAL_HITS
+
+
+def language_bars(model: str, legs: frozenset[str] | set[str], aligned: bool) -> dict[str, float]:
+    """The bars per question language of the gate :func:`gate_model` gives for both legs of ``model`` (``legs``),
+    :data:`LANGUAGE_BARS`; empty where it has none (another gate, or a leg left out).
+
+    Example:
+        >>> language_bars("multilingual-e5-small", {"vector", "keyword"}, aligned=True)["vi"] > ANSWER_THRESHOLD
+        True
+        >>> language_bars("multilingual-e5-small", {"keyword"}, aligned=True)
+        {}
+    """
+    both = "vector" in legs and "keyword" in legs
+    return LANGUAGE_BARS.get(f"{model}|aligned", {}) if both and aligned and has_aligned_gate(model) else {}
 
 
 def hit_model(model: str = "", crosslingual: bool = False) -> Calibration:

@@ -306,14 +306,15 @@ def fit_decisions(settings_by_model: Mapping[str, object], datasets: Sequence[st
                      for model, settings in settings_by_model.items()})
 
 
-def collect_rows(settings: object, datasets: Sequence[str], progress: bool = True) -> DecisionRows:
-    """:func:`collect` over each of ``datasets`` (their train splits and no-answer sets) under ``settings``."""
+def collect_rows(settings: object, datasets: Sequence[str], progress: bool = True,
+                 split: str = "train") -> DecisionRows:
+    """:func:`collect` over each of ``datasets`` (their ``split`` and no-answer sets) under ``settings``."""
     from hybridmem.eval.datasets import load_dataset
 
     rows = DecisionRows()
     for name in datasets:
         ev = Evaluator(load_dataset(name), settings, progress=progress)  # type: ignore[arg-type]
-        collect(ev, rows)
+        collect(ev, rows, split)
         ev.close()
     return rows
 

@@ -359,11 +359,15 @@ def across_languages(query: str, passages: Sequence[str]) -> str:
 
 
 def either_gate(features: Mapping[str, float], usual: Gate, cross: Gate, asked: str, bar: float,
-                shipped: float) -> float:
+                shipped: float, usual_bar: float = 0.0) -> float:
     """The probability that a question asked across languages as ``asked`` says (:func:`across_languages`) has an
-    answer: ``usual``'s; where ``"top"``, the higher of it and the cross-lingual gate ``cross``'s; where ``"nearest"``, the
-    higher of it and ``cross``'s read against ``bar`` where the threshold is ``shipped`` (:func:`raised`)."""
+    answer: ``usual``'s, read against ``usual_bar`` where that is above ``shipped`` (the bar of the question's language,
+    :data:`~hybridmem.config.calibration.LANGUAGE_BARS`); where ``"top"``, the higher of it and the cross-lingual gate
+    ``cross``'s; where ``"nearest"``, the higher of it and ``cross``'s read against ``bar`` where the threshold is
+    ``shipped`` (:func:`raised`)."""
     got = answer_probability(features, usual)
+    if usual_bar > shipped:
+        got = raised(got, usual_bar, shipped)
     if asked:
         p = answer_probability(features, cross)
         got = max(got, p if asked == "top" else raised(p, bar, shipped))

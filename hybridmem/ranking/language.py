@@ -40,7 +40,7 @@ from typing import Any, Sequence
 from hybridmem.config.paths import user_cache_dir
 
 __all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "has_letters", "in_language", "language_share",
-           "other_language", "preload", "words"]
+           "other_language", "preload", "query_language", "words"]
 
 LANGUAGE_SHARE = 0.01  # a question under this probability of each top passage's language is in another language
 LANGUAGE_WORDS = 3  # words of two letters or more a question needs to be read
@@ -183,6 +183,19 @@ def other_language(query: str, passages: Sequence[str]) -> bool:
             return False
         found = True
     return found
+
+
+def query_language(query: str) -> str | None:
+    """The language ``query`` is most likely in (py3langid's code: ``vi``, ``zh``), or None when it has too few words
+    to read (:func:`other_language`'s rule) or the model cannot be loaded.
+
+    Example:
+        >>> query_language("lịch hẹn nha sĩ của mẹ là khi nào?"), query_language("E1042 vpn")
+        ('vi', None)
+    """
+    if not _enough(query) or not _model():
+        return None
+    return language_share(query)[0][0]
 
 
 def in_language(query: str, texts: Sequence[str]) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 from hybridmem.config import RankConfig
 from hybridmem.config.calibration import (
     ANSWER_THRESHOLD, CROSSLINGUAL_HITS, KEYWORD_CALIBRATION, NEAREST_ACROSS_THRESHOLD, gate_model, hit_model,
-    joint_model, vector_calibration,
+    joint_model, language_bars, vector_calibration,
 )
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking.calibrate import keyword_probabilities, vector_probabilities
@@ -24,6 +24,7 @@ from hybridmem.ranking.gate import (
     AGREE_DEPTH, CROSSLINGUAL_PASSAGES, across_languages, either_gate, query_features, query_names,
 )
 from hybridmem.ranking.joint import NORM_DEPTH, JointLeg, feature_matrix, joint_fusion
+from hybridmem.ranking.language import query_language
 from hybridmem.ranking.mmr import TokenBits
 from hybridmem.ranking.normalize import Normalizer
 from hybridmem.ranking.snippet import lead_snippet, make_snippet
@@ -55,7 +56,7 @@ class RankMemo:
     """
 
     __slots__ = ("candidates", "_legs", "_orders", "_snippets", "token_bits", "_calibrated", "_answer", "_joint",
-                 "_probs", "_shared", "_across")
+                 "_probs", "_shared", "_across", "_language")
 
     def __init__(self, candidates: Candidates) -> None:
         self.candidates = candidates
@@ -65,8 +66,9 @@ class RankMemo:
         self._snippets: dict[tuple[int, int, bool], str] = {}  # (chunk id, snippet_chars, centred) -> snippet
         self.token_bits = TokenBits(lambda: {cid: c.tokens for cid, c in candidates.chunks.items()})
         self._calibrated: dict[str, Normalizer] = {}
-        self._answer: dict[tuple, float] = {}
+        self._answer: dict[tuple, tuple[float, tuple[str, float] | None]] = {}  # and the language bar read
         self._across: str | None = None
+        self._language: str | None = None
         # the legs' names and ids -> their joint features, and the fused probabilities per legs' factors
         self._joint: dict[tuple, tuple[tuple[list[int], np.ndarray], dict[tuple, tuple]]] = {}
         self._probs: dict[tuple, list[float]] = {}  # a leg's name and ranks -> its calibrated probabilities
@@ -220,6 +222,14 @@ class RankMemo:
     def answer(self, legs: Sequence[Leg], pool: int, blind: bool = False) -> float:
         """The gate's probability that the query has an answer (:func:`~hybridmem.ranking.gate.answer_probability`);
         ``blind``: the adaptive step dropped the vector leg (:func:`~hybridmem.config.calibration.gate_model`)."""
+        return self._decided(legs, pool, blind)[0]
+
+    def answer_bar(self, legs: Sequence[Leg], pool: int, blind: bool = False) -> tuple[str, float] | None:
+        """The question's language and the bar :meth:`answer` read its gate against
+        (:data:`~hybridmem.config.calibration.LANGUAGE_BARS`), or None where it read none."""
+        return self._decided(legs, pool, blind)[1]
+
+    def _decided(self, legs: Sequence[Leg], pool: int, blind: bool) -> tuple[float, tuple[str, float] | None]:
         key = (tuple(leg.scored.name for leg in legs), pool, blind)
         got = self._answer.get(key)
         if got is None:
@@ -228,9 +238,17 @@ class RankMemo:
             usual = gate_model(model, names, aligned=aligned, blind=blind)
             cross = gate_model(model, names, aligned, crosslingual=True)
             asked = self.across() if self._routed(names, cross is not usual) else ""  # either gate may answer
-            got = either_gate(features, usual, cross, asked, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD)
-            self._answer[key] = got
+            bars = {} if blind else language_bars(model, names, aligned)
+            bar = bars.get(self.language() or "", 0.0) if bars else 0.0
+            p = either_gate(features, usual, cross, asked, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD, bar)
+            got = self._answer[key] = (p, (self.language() or "", bar) if bar > ANSWER_THRESHOLD else None)
         return got
+
+    def language(self) -> str | None:
+        """The language the query is in (:func:`~hybridmem.ranking.language.query_language`), read once."""
+        if self._language is None:
+            self._language = query_language(self.candidates.query) or ""
+        return self._language or None
 
     def other_language(self) -> bool:
         """Whether the query is written in another script than each of the vector leg's top passages (a question in

@@ -157,7 +157,8 @@ def rank(
             out.append(make(chunks[cid], None, "", False))
     hits = tuple(out[:n_kept])
     return Ranking(hits=hits, candidates=tuple(out) if explain else hits, rescued=rescued,
-                   answer_probability=answer, abstained=abstained, routed_across=memo.routed_across())
+                   answer_probability=answer, abstained=abstained, routed_across=memo.routed_across(),
+                   language_bar=memo.answer_bar(legs, config.pool, blind) if answer is not None else None)
 
 
 def check_config(config: RankConfig) -> None:

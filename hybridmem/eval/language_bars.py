@@ -1,0 +1,86 @@
+"""The answer gate's bar per question language (:data:`~hybridmem.config.calibration.LANGUAGE_BARS`), placed on a
+model's decision rows. Pure; no I/O.
+
+One threshold for every language lets through most questions about what memory does not hold in the languages whose
+questions score higher at the same content: a Vietnamese, Chinese or Thai question is cut into many short units
+that any passage shares, and it aligns well token by token with any passage. XQuAD-R asks the same questions of the
+same articles in eleven languages, so how far one language's 2% false-abstention point lies above English's there is
+the language's shift, not the kind of text's (each language's own point would carry Wikipedia's level into its bar:
+English's lies 1.2 logits higher over XQuAD-R than over LoCoMo's conversations). A language's bar is the shared
+threshold moved up by its shift; English, and a language whose questions score no higher than English's, keep the
+shared threshold (where every train set abstains on 2% or less). ``eval/reports/gate_rounds.py --language-bars``
+prints them and what they change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+from hybridmem.config.calibration import Gate
+from hybridmem.eval.decisions import DecisionRows, false_point, vector_took_part
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
+
+__all__ = ["REFERENCE_LANGUAGE", "SET_LANGUAGES", "BarTable", "bar_table", "language_bars", "set_language"]
+
+REFERENCE_LANGUAGE = "en"  # the language each shift is read from; it keeps the shared threshold
+SET_LANGUAGES = {"locomo": "en", "scifact": "en", "locomo-cross": "en", "scifact-on-demo": "en"}  # beside XQuAD-R's
+
+
+def set_language(name: str) -> str | None:
+    """The language of a decision set's questions: ``xquad-<lang>`` and its ``-cross`` set, :data:`SET_LANGUAGES`;
+    None for a set in several (the demo).
+
+    Example:
+        >>> set_language("xquad-vi-cross"), set_language("locomo"), set_language("demo-memory")
+        ('vi', 'en', None)
+    """
+    if name.startswith("xquad-"):
+        return name.split("-")[1]
+    return SET_LANGUAGES.get(name)
+
+
+def _probabilities(rows: DecisionRows, gate: Gate) -> dict[tuple[str, int], np.ndarray]:
+    out: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for name, legs, label in vector_took_part(rows).gate:
+        out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, legs["both"])), gate))
+    return {key: np.asarray(v) for key, v in out.items()}
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def language_bars(rows: DecisionRows, gate: Gate, threshold: float) -> dict[str, float]:
+    """Per XQuAD-R language whose 2% point under ``gate`` lies above :data:`REFERENCE_LANGUAGE`'s: ``threshold``
+    moved up by that many logits, rounded to four decimals (see the module doc)."""
+    xquad = {set_language(name): v for (name, label), v in _probabilities(rows, gate).items()
+             if label and name.startswith("xquad-")}
+    if REFERENCE_LANGUAGE not in xquad:
+        return {}
+    point = {lang: logit(false_point({lang: v})) for lang, v in xquad.items()}
+    bars = {lang: round(_sigmoid(logit(threshold) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
+    return {lang: bar for lang, bar in sorted(bars.items()) if bar > threshold}
+
+
+class BarTable(NamedTuple):
+    """Per decision set: its bar, and the share of its questions that return nothing at the shared threshold and at
+    the bar (abstention on a no-answer set, false abstention on an answerable one)."""
+
+    bar: dict[str, float]
+    before: dict[str, float]
+    after: dict[str, float]
+    answerable: dict[str, bool]
+
+
+def bar_table(rows: DecisionRows, gate: Gate, threshold: float, bars: Mapping[str, float]) -> BarTable:
+    """What reading each set's questions against their language's bar (``bars``; else ``threshold``) changes."""
+    table = BarTable({}, {}, {}, {})
+    for (name, label), v in sorted(_probabilities(rows, gate).items()):
+        bar = max(threshold, bars.get(set_language(name) or "", threshold))
+        table.bar[name], table.answerable[name] = bar, bool(label)
+        table.before[name], table.after[name] = float(np.mean(v < threshold)), float(np.mean(v < bar))
+    return table

@@ -1,0 +1,98 @@
+"""The answer gate's bar per question language (``LANGUAGE_BARS``; docs/ranking.md, "The sixteenth round"): where it
+is read, what it does to the probability, and how it is placed on train rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hybridmem.config import DEFAULT_RANKING
+from hybridmem.config.calibration import ANSWER_THRESHOLD, LANGUAGE_BARS, Calibration, gate_model
+from hybridmem.eval.decisions import DecisionRows, false_point
+from hybridmem.eval.language_bars import bar_table, language_bars
+from hybridmem.ranking import rank
+from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, raised
+from hybridmem.ranking.pipeline import decision_features
+from hybridmem.records import Candidates, ChunkInfo, LegHit
+from hybridmem.tokenization import tokenize
+
+E5 = "multilingual-e5-small"
+BARS = LANGUAGE_BARS[f"{E5}|aligned"]
+NOTES = {1: "Lịch hẹn nha sĩ của mẹ là thứ Năm lúc 9 giờ sáng ở phòng khám Hoàn Mỹ.",
+         2: "The dentist appointment moved to Tuesday at 3pm at the Kensington clinic.",
+         3: "佐藤さんの誕生日は3月8日。甘いものが好き。", 4: "Mẹ thích uống trà sen vào buổi sáng."}
+CHUNKS = {c: ChunkInfo(c, f"memory/n{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+          for c, t in NOTES.items()}
+ALIGNED = (0.86, 0.8, 0.85, 0.4, 0.12)  # the token alignment's five numbers: e5's aligned gate decides
+
+
+def cands(query: str, order: tuple[int, ...], top: float, alignment: tuple | None = ALIGNED) -> Candidates:
+    vec = tuple(LegHit(c, top - 0.02 * i, i + 1) for i, c in enumerate(order))
+    kw = tuple(LegHit(c, 5.0 - i, i + 1) for i, c in enumerate(order[:2]))
+    return Candidates(query, tuple(tokenize(query)), keyword=kw, vector=vec, chunks=CHUNKS, pool=40,
+                      vector_model=E5, alignment=alignment)
+
+
+def usual(c: Candidates) -> float:
+    _, f = decision_features(c, DEFAULT_RANKING)
+    return answer_probability(f, gate_model(E5, aligned=c.alignment is not None))
+
+
+def test_a_question_is_read_against_its_languages_bar_and_an_unfitted_or_short_one_against_the_threshold() -> None:
+    """A Vietnamese question over Vietnamese notes: the aligned gate's probability is moved so that Vietnamese's bar
+    falls on the shared threshold (raised), so it answers exactly where its probability reaches the bar, and the
+    ranking names the bar (--explain prints it). A Japanese question (no bar fitted) and a two-word query (no language
+    to read) keep the gate's own probability, as English does (the reference); so does a gate without the
+    alignment, which the bars were not placed on."""
+    assert BARS["vi"] > ANSWER_THRESHOLD and "ja" not in BARS and "en" not in BARS
+    answered = []
+    for a in (0.80, 0.81, 0.82, 0.83, 0.84):  # the gate's own probability 0.06, 0.10, 0.15, 0.23, 0.33
+        c = cands("lịch hẹn nha sĩ của mẹ là khi nào?", (1, 4, 2, 3), 0.84, alignment=(a, a - 0.05, a, 0.3, 0.08))
+        p, got = usual(c), rank(c, DEFAULT_RANKING, now=0.0)
+        assert got.routed_across == "" and got.language_bar == ("vi", BARS["vi"])
+        assert got.answer_probability == pytest.approx(raised(p, BARS["vi"], ANSWER_THRESHOLD))
+        assert bool(got.hits) == (p >= BARS["vi"]) and got.abstained == (p < BARS["vi"])
+        answered.append((p >= ANSWER_THRESHOLD, bool(got.hits)))
+    assert (True, False) in answered and (True, True) in answered  # the bar decides some the threshold would answer
+    for plain in (cands("when is the dentist appointment?", (2, 1, 4, 3), 0.86),
+                  cands("佐藤さんの誕生日はいつですか？", (3, 1, 2, 4), 0.86), cands("dentist Kensington", (2, 1, 4, 3), 0.86),
+                  cands("lịch hẹn nha sĩ của mẹ là khi nào?", (1, 4, 2, 3), 0.86, alignment=None)):
+        got = rank(plain, DEFAULT_RANKING, now=0.0)
+        assert got.language_bar is None and got.answer_probability == pytest.approx(usual(plain))
+    keyword = rank(cands("lịch hẹn nha sĩ của mẹ là khi nào?", (1, 4, 2, 3), 0.86),
+                   DEFAULT_RANKING.replace(vector_weight=0.0), now=0.0)
+    assert keyword.language_bar is None  # the keyword leg's gate has no bars
+
+
+def _rows(p_by_set: dict[str, list[float]]) -> DecisionRows:
+    """Gate rows whose ``vector_top`` is the logit of the given probability (the gate below reads it alone)."""
+    i = GATE_FEATURES.index("vector_top")
+    rows = DecisionRows()
+    for name, ps in p_by_set.items():
+        for p in ps:
+            feats = [0.0] * len(GATE_FEATURES)
+            feats[i] = logit(p)
+            rows.gate.append((name, {"both": feats}, int(not name.endswith("-cross"))))
+    return rows
+
+
+def test_a_bar_is_the_threshold_moved_by_how_far_a_languages_point_lies_over_englishs_on_parallel_questions() -> None:
+    """The shared threshold moved up by how far each XQuAD-R language's 2% point lies above English's there (not by
+    its own point: English's conversations, LoCoMo, bind lower than its Wikipedia questions); a language whose point
+    lies under English's keeps the threshold, and the table reads each set against its language's bar (a set in no
+    one language, the demo, against the threshold)."""
+    gate = Calibration(("vector_top",), (1.0,), 0.0)
+    grid = [i / 100 for i in range(1, 100)]
+    ps = {"xquad-en": [min(0.99, p + 0.3) for p in grid], "locomo": grid,
+          "xquad-vi": [min(0.99, p + 0.5) for p in grid], "xquad-tr": grid, "xquad-vi-cross": [0.1, 0.3, 0.6],
+          "demo-memory": [0.05, 0.5]}
+    rows = _rows(ps)
+    bars = language_bars(rows, gate, threshold=0.05)
+    shift = logit(false_point({"vi": ps["xquad-vi"]})) - logit(false_point({"en": ps["xquad-en"]}))
+    assert shift > 0 and bars["vi"] == pytest.approx(1 / (1 + math.exp(-(logit(0.05) + shift))), abs=1e-4)
+    assert set(bars) == {"vi"}  # English is the reference; Turkish's point lies under English's
+    table = bar_table(rows, gate, 0.05, bars)
+    assert table.bar["xquad-vi-cross"] == bars["vi"] and table.bar["demo-memory"] == table.bar["locomo"] == 0.05
+    assert table.after["xquad-vi-cross"] == pytest.approx(sum(p < bars["vi"] for p in ps["xquad-vi-cross"]) / 3)
+    assert table.before["xquad-vi-cross"] == pytest.approx(0.0) and not table.answerable["xquad-vi-cross"]
