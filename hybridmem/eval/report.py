@@ -58,7 +58,8 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
     lines = [f"# {title or f'Evaluation: {result.dataset}'}", ""]
     lines.append(f"Dataset `{result.dataset}`, split `{result.split or 'all'}`, {len(result.query_ids)} queries; "
                  f"ranked to depth {result.depth} (each config's pool is the depth times its candidate multiplier; "
-                 "`minmax` normalises over that pool, so asking a deeper metric can move its figures).")
+                 "a config that normalises over that pool, `minmax` and the default's joint order with its min-max "
+                 "features among them, can move a little when a deeper metric is asked).")
     lines.append("")
     lines += _table(["config", *result.metrics],
                     [[n, *(f"{ms[m]:.4f}" for m in result.metrics)] for n, ms in result.means.items()])
