@@ -14,7 +14,6 @@ prints them and what they change.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import Mapping, NamedTuple
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from hybridmem.config.calibration import Gate
 from hybridmem.eval.decisions import DecisionRows, false_point, vector_took_part
+from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
 
 __all__ = ["REFERENCE_LANGUAGE", "SET_LANGUAGES", "BarTable", "bar_table", "language_bars", "set_language"]
@@ -50,10 +50,6 @@ def _probabilities(rows: DecisionRows, gate: Gate) -> dict[tuple[str, int], np.n
     return {key: np.asarray(v) for key, v in out.items()}
 
 
-def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z))
-
-
 def language_bars(rows: DecisionRows, gate: Gate, threshold: float) -> dict[str, float]:
     """Per XQuAD-R language whose 2% point under ``gate`` lies above :data:`REFERENCE_LANGUAGE`'s: ``threshold``
     moved up by that many logits, rounded to four decimals (see the module doc)."""
@@ -62,7 +58,7 @@ def language_bars(rows: DecisionRows, gate: Gate, threshold: float) -> dict[str,
     if REFERENCE_LANGUAGE not in xquad:
         return {}
     point = {lang: logit(false_point({lang: v})) for lang, v in xquad.items()}
-    bars = {lang: round(_sigmoid(logit(threshold) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
+    bars = {lang: round(sigmoid(logit(threshold) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
     return {lang: bar for lang, bar in sorted(bars.items()) if bar > threshold}
 
 

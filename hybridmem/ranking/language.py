@@ -79,10 +79,14 @@ def has_letters(text: str) -> bool:
                if not (token.isascii() and _CODE.search(token)) for ch in token if ch.isalpha()) >= 2
 
 
-def _enough(query: str) -> bool:
+def _enough(query: str, ascii_code: bool = False) -> bool:
     """A query with a language to read: :data:`LANGUAGE_WORDS` words, or six letters outside ASCII among its words (a
-    Chinese or Japanese question runs its words together)."""
-    got = words(query[:LANGUAGE_CHARS])
+    Chinese or Japanese question runs its words together). ``ascii_code``: only ASCII tokens count as code and numbers
+    (:func:`words` leaves out any token with a digit, so a Chinese or Thai question with a year in it, one token, has
+    none)."""
+    text = query[:LANGUAGE_CHARS]
+    got = (_WORD.findall(" ".join(t for t in text.split() if not (t.isascii() and _CODE.search(t)))) if ascii_code
+           else words(text))
     return len(got) >= LANGUAGE_WORDS or sum(len(w) for w in got if not w.isascii()) >= 6
 
 
@@ -202,9 +206,7 @@ def query_language(query: str) -> str | None:
         >>> query_language("2015年黑豹队的防守有多少次拦截记录？")
         'zh'
     """
-    kept = " ".join(t for t in query[:LANGUAGE_CHARS].split() if not (t.isascii() and _CODE.search(t)))
-    got = _WORD.findall(kept)
-    if not (len(got) >= LANGUAGE_WORDS or sum(len(w) for w in got if not w.isascii()) >= 6) or not _model():
+    if not _enough(query, ascii_code=True) or not _model():
         return None
     lang = language_share(query)[0][0]
     return _ONE_BAR.get(lang, lang)
