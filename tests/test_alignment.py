@@ -296,7 +296,8 @@ def test_minilm_reads_the_bundled_e5s_alignment_and_its_own_aligned_gate(e5: E5E
     assert c.alignment is not None and c.alignment[0] > 0.5
     assert gate_model(c.vector_model, aligned=True) is GATE_MODELS[f"{MINILM}|aligned"]
     r = rank(c, DEFAULT_RANKING)
-    assert r.hits and r.answer_probability is not None and r.answer_probability > 0.5
+    assert r.hits and r.answer_probability is not None and r.answer_probability > 0.4
+    assert r.language_bar is not None and r.language_bar[0] == "en"  # read against English's own bar (MiniLM's)
     off = rank(demo_index.retrieve("how do I repot an orchid", DEFAULT_RANKING.pool), DEFAULT_RANKING)
     assert off.abstained and off.answer_probability < r.answer_probability
     # the gate without the alignment decides the same candidates otherwise

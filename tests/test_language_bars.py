@@ -3,6 +3,7 @@ is read, what it does to the probability, and how it is placed on train rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -10,14 +11,14 @@ import pytest
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.config.calibration import ANSWER_THRESHOLD, LANGUAGE_BARS, Calibration, gate_model
 from hybridmem.eval.decisions import DecisionRows, false_point
-from hybridmem.eval.language_bars import bar_table, language_bars
+from hybridmem.eval.language_bars import LEAST_QUESTIONS, bar_table, language_bars
 from hybridmem.ranking import rank
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, raised
 from hybridmem.ranking.pipeline import decision_features
 from hybridmem.records import Candidates, ChunkInfo, LegHit
 from hybridmem.tokenization import tokenize
 
-E5 = "multilingual-e5-small"
+E5, MINILM = "multilingual-e5-small", "all-MiniLM-L6-v2"
 BARS = LANGUAGE_BARS[f"{E5}|aligned"]
 NOTES = {1: "Lịch hẹn nha sĩ của mẹ là thứ Năm lúc 9 giờ sáng ở phòng khám Hoàn Mỹ.",
          2: "The dentist appointment moved to Tuesday at 3pm at the Kensington clinic.",
@@ -83,7 +84,7 @@ def test_a_bar_is_the_threshold_moved_by_how_far_a_languages_point_lies_over_eng
     lies under English's keeps the threshold, and the table reads each set against its language's bar (a set in no
     one language, the demo, against the threshold)."""
     gate = Calibration(("vector_top",), (1.0,), 0.0)
-    grid = [i / 100 for i in range(1, 100)]
+    grid = [i / 200 for i in range(1, 200)]  # 199 answerable questions a set: LEAST_QUESTIONS or more
     ps = {"xquad-en": [min(0.99, p + 0.3) for p in grid], "locomo": grid,
           "xquad-vi": [min(0.99, p + 0.5) for p in grid], "xquad-tr": grid, "xquad-vi-cross": [0.1, 0.3, 0.6],
           "demo-memory": [0.05, 0.5]}
@@ -96,3 +97,46 @@ def test_a_bar_is_the_threshold_moved_by_how_far_a_languages_point_lies_over_eng
     assert table.bar["xquad-vi-cross"] == bars["vi"] and table.bar["demo-memory"] == table.bar["locomo"] == 0.05
     assert table.after["xquad-vi-cross"] == pytest.approx(sum(p < bars["vi"] for p in ps["xquad-vi-cross"]) / 3)
     assert table.before["xquad-vi-cross"] == pytest.approx(0.0) and not table.answerable["xquad-vi-cross"]
+
+
+def test_an_anchored_models_bars_start_from_englishs_own_point_over_its_sets_and_need_enough_questions() -> None:
+    """For a model whose shared threshold is bound by languages it cannot read (ANCHORED: MiniLM), the shifts start
+    from English's own 2% point over every English set (the lowest, here LoCoMo's, binds), English included; a
+    language whose gate decides fewer than LEAST_QUESTIONS of its answerable questions gets no bar, however high."""
+    gate = Calibration(("vector_top",), (1.0,), 0.0)
+    grid = [i / 200 for i in range(1, 200)]
+    ps = {"xquad-en": [min(0.99, p + 0.3) for p in grid], "locomo": [min(0.99, p + 0.1) for p in grid],
+          "xquad-vi": [min(0.99, p + 0.5) for p in grid], "xquad-tr": grid,
+          "xquad-th": [0.9] * (LEAST_QUESTIONS - 1)}
+    rows = _rows(ps)
+    plain, anchored = language_bars(rows, gate, 0.05), language_bars(rows, gate, 0.05, anchored=True)
+    own = false_point({"en": ps["xquad-en"], "locomo": ps["locomo"]})
+    assert own == pytest.approx(false_point({"locomo": ps["locomo"]})) and own > 0.05
+    assert anchored["en"] == pytest.approx(own, abs=1e-4) and "en" not in plain
+    shift = logit(false_point({"vi": ps["xquad-vi"]})) - logit(false_point({"en": ps["xquad-en"]}))
+    assert anchored["vi"] == pytest.approx(1 / (1 + math.exp(-(logit(own) + shift))), abs=1e-4)
+    assert anchored["vi"] > plain["vi"]
+    assert "th" not in anchored and "tr" not in anchored  # too few questions; under the threshold
+    table = bar_table(rows, gate, 0.05, anchored)
+    assert table.after["locomo"] <= 0.02 and table.after["xquad-en"] <= 0.02  # no English set loses more than 2%
+    assert table.after["locomo"] > table.before["locomo"]  # and the binding one loses up to it
+
+
+def test_minilm_reads_an_english_question_against_englishs_own_bar() -> None:
+    """MiniLM (English only) is anchored: its aligned gate reads an English question against English's bar, above
+    the shared threshold, and names it; a two-word query keeps the threshold."""
+    assert LANGUAGE_BARS[f"{MINILM}|aligned"]["en"] > ANSWER_THRESHOLD
+    bar = LANGUAGE_BARS[f"{MINILM}|aligned"]["en"]
+    decided = []
+    for a in (0.76, 0.78, 0.80, 0.82, 0.84, 0.86):
+        c = dataclasses.replace(cands("when is the dentist appointment at the clinic?", (2, 1, 4, 3), 0.62,
+                                      alignment=(a, a - 0.05, a, 0.3, 0.08)), vector_model=MINILM)
+        p = answer_probability(decision_features(c, DEFAULT_RANKING)[1], gate_model(MINILM, aligned=True))
+        got = rank(c, DEFAULT_RANKING, now=0.0)
+        assert got.language_bar == ("en", bar)
+        assert got.answer_probability == pytest.approx(raised(p, bar, ANSWER_THRESHOLD))
+        assert bool(got.hits) == (p >= bar)
+        decided.append((p >= ANSWER_THRESHOLD, p >= bar))
+    assert (True, False) in decided and (True, True) in decided
+    short = dataclasses.replace(cands("dentist Kensington", (2, 1, 4, 3), 0.62), vector_model=MINILM)
+    assert rank(short, DEFAULT_RANKING, now=0.0).language_bar is None
