@@ -54,8 +54,9 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 _CODE = re.compile(r"[_\d/\\=<>{}()\[\]@#$%^&*|~`]|[a-z][A-Z]")  # a token of code, a number, a path or an id
 
 
-def words(text: str) -> list[str]:
-    """The words of ``text`` (runs of two letters or more) outside its tokens of code, numbers and identifiers.
+def words(text: str, ascii_code: bool = False) -> list[str]:
+    """The words of ``text`` (runs of two letters or more) outside its tokens of code, numbers and identifiers; with
+    ``ascii_code``, outside its ASCII ones only (a Chinese or Thai question with a year in it is one such token).
 
     Example:
         >>> words("ERR_CONN_RESET after fetchUserProfile at 10:30 in E1042, l'été")
@@ -63,7 +64,7 @@ def words(text: str) -> list[str]:
         >>> words("托马斯·戴维斯有多少次迫使掉球？")
         ['托马斯', '戴维斯有多少次迫使掉球']
     """
-    return _WORD.findall(" ".join(t for t in text.split() if not _CODE.search(t)))
+    return _WORD.findall(" ".join(t for t in text.split() if not ((t.isascii() or not ascii_code) and _CODE.search(t))))
 
 
 def has_letters(text: str) -> bool:
@@ -81,12 +82,8 @@ def has_letters(text: str) -> bool:
 
 def _enough(query: str, ascii_code: bool = False) -> bool:
     """A query with a language to read: :data:`LANGUAGE_WORDS` words, or six letters outside ASCII among its words (a
-    Chinese or Japanese question runs its words together). ``ascii_code``: only ASCII tokens count as code and numbers
-    (:func:`words` leaves out any token with a digit, so a Chinese or Thai question with a year in it, one token, has
-    none)."""
-    text = query[:LANGUAGE_CHARS]
-    got = (_WORD.findall(" ".join(t for t in text.split() if not (t.isascii() and _CODE.search(t)))) if ascii_code
-           else words(text))
+    Chinese or Japanese question runs its words together). ``ascii_code``: as :func:`words`."""
+    got = words(query[:LANGUAGE_CHARS], ascii_code)
     return len(got) >= LANGUAGE_WORDS or sum(len(w) for w in got if not w.isascii()) >= 6
 
 
