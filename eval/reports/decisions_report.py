@@ -57,10 +57,10 @@ def pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
+first = produced or (f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
+                     + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
 lines = [f"# The two decisions, {model}: test splits (issue #22)", "",
-         f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`")
-         + (produced or f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
-            + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
+         f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`") + first
          + (f"; {only.replace(',', ', ')} produced again by `... {prov} --only {only}` in {time.time() - t0:.0f} s on "
             f"{time.strftime('%Y-%m-%d')}" if only else "")
          + ". `default` = the joint order + the answer gate (threshold "
@@ -95,8 +95,6 @@ for name, rows in curves.items():
               "| " + " | ".join(cols) + " |", "|---:" * len(cols) + "|"]
     lines += ["| " + " | ".join(f"{r[c]:.3f}" if c == cols[0] else f"{r[c]:.4f}" for c in cols) + " |" for r in rows]
 out.write_text("\n".join(lines) + "\n")
-first = produced or (f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
-                     + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
 out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "produced": first, "tables": tables,
                                                 "curves": curves}, indent=1))
 print("wrote", out)
