@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hybridmem.config.paths import user_cache_dir
+from hybridmem.tokenization import WORD_MARKS
 
 __all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "has_letters", "in_language", "language_share",
            "other_language", "preload", "query_language", "words"]
@@ -50,19 +51,22 @@ _lock = threading.Lock()
 _identifier = None  # the loaded model; False when it cannot be loaded
 _cache_setting = ""  # embedding.shared_cache_dir, from the first search that preloads the model
 log = logging.getLogger(__name__)
-_WORD = re.compile(r"[^\W\d_]{2,}")
+_WORD = re.compile(rf"[^\W\d_](?:[^\W\d_]|[{WORD_MARKS}])+")  # a letter, then letters or combining marks
 _CODE = re.compile(r"[_\d/\\=<>{}()\[\]@#$%^&*|~`]|[a-z][A-Z]")  # a token of code, a number, a path or an id
 
 
 def words(text: str, ascii_code: bool = False) -> list[str]:
-    """The words of ``text`` (runs of two letters or more) outside its tokens of code, numbers and identifiers; with
-    ``ascii_code``, outside its ASCII ones only (a Chinese or Thai question with a year in it is one such token).
+    """The words of ``text`` (a letter and one or more letters or combining marks after it) outside its tokens of
+    code, numbers and identifiers; with ``ascii_code``, outside its ASCII ones only (a Chinese or Thai question with a
+    year in it is one such token).
 
     Example:
         >>> words("ERR_CONN_RESET after fetchUserProfile at 10:30 in E1042, l'été")
         ['after', 'at', 'in', 'été']
         >>> words("托马斯·戴维斯有多少次迫使掉球？")
         ['托马斯', '戴维斯有多少次迫使掉球']
+        >>> words("दादी की आँखों की जाँच कब है?")  # a vowel sign is a combining mark inside its word
+        ['दादी', 'की', 'आँखों', 'की', 'जाँच', 'कब', 'है']
     """
     return _WORD.findall(" ".join(t for t in text.split() if not ((t.isascii() or not ascii_code) and _CODE.search(t))))
 
@@ -200,8 +204,8 @@ def query_language(query: str) -> str | None:
     Example:
         >>> query_language("lịch hẹn nha sĩ của mẹ là khi nào?"), query_language("E1042 vpn")
         ('vi', None)
-        >>> query_language("2015年黑豹队的防守有多少次拦截记录？")
-        'zh'
+        >>> query_language("2015年黑豹队的防守有多少次拦截记录？"), query_language("दादी की आँखों की जाँच कब है?")
+        ('zh', 'hi')
     """
     if not _enough(query, ascii_code=True) or not _model():
         return None

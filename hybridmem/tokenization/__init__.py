@@ -150,9 +150,13 @@ def _split_identifier(run: str) -> list[tuple[int, int]]:
 
 # Combining marks inside the space-less scripts (Thai, Lao, Myanmar and Khmer vowel signs and tone marks, kana voicing
 # marks): each belongs to the character before it, so n-grams count such clusters, not code points.
-_NOSPACE_MARKS = re.compile("[" + "".join(
+_NOSPACE_MARK_CHARS = "".join(
     chr(c) for lo, hi in ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x3099, 0x309A))
-    for c in range(lo, hi + 1) if unicodedata.category(chr(c))[0] == "M") + "]")
+    for c in range(lo, hi + 1) if unicodedata.category(chr(c))[0] == "M")
+_NOSPACE_MARKS = re.compile(f"[{_NOSPACE_MARK_CHARS}]")
+# Every combining mark a word holds, for a regular-expression class: a word of Hindi or Thai runs on past its vowel
+# signs, which Python's \w does not match (ranking.language counts a question's words with it).
+WORD_MARKS = _MARKS + _NOSPACE_MARK_CHARS
 
 
 # Han and Hangul characters, each of which may be a word alone (猫, 車, 집): indexed alone as well (cjk_unigrams)
