@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hybridmem.config import DEFAULT_RANKING, Settings
-from hybridmem.config.calibration import GATE_MODELS, gate_model
+from hybridmem.config.calibration import ANSWER_THRESHOLD, GATE_MODELS, LANGUAGE_BARS, gate_model
 from hybridmem.embeddings.base import TokenStates
 from hybridmem.embeddings.e5 import E5Embedder
 from hybridmem.eval.abstention import confine
@@ -364,16 +364,19 @@ def test_each_model_gets_its_own_gate_with_or_without_the_alignment() -> None:
 def test_minilm_where_its_blind_leg_is_dropped_both_gates_of_the_pair_must_answer(e5: E5Embedder, workspace: Path,
                                                                                    tmp_path: Path) -> None:
     """MiniLM's vector leg is blind outside Latin script and the adaptive step drops it; the bundled e5 still reads
-    the alignment, and the keyword leg's gate and a gate over the alignment must both answer."""
-    from hybridmem.ranking.gate import answer_probability
+    the alignment, and the keyword leg's gate and a gate over the alignment must both answer, read against the bar of
+    the question's language where the pair has one (Thai, Arabic; not Chinese)."""
+    from hybridmem.ranking.gate import answer_probability, raised
     from hybridmem.ranking.pipeline import decision_features
 
     idx = _open(workspace, tmp_path, provider="local")
     try:
         idx.warm_alignment()
         pair = GATE_MODELS[f"{MINILM}|keyword+aligned"]
-        for question, answer in [(CASES[lang][0], CASES[lang][1]) for lang in ("zh", "th", "ar")] + [
-                ("巴黎的人口是多少？", None), ("ما هو عدد سكان باريس؟", None)]:
+        bars = LANGUAGE_BARS[f"{MINILM}|keyword+aligned"]
+        assert "zh" not in bars and bars["th"] > bars["ar"] > ANSWER_THRESHOLD
+        for lang, question, answer in [(lang, CASES[lang][0], CASES[lang][1]) for lang in ("zh", "th", "ar")] + [
+                ("zh", "巴黎的人口是多少？", None), ("ar", "ما هو عدد سكان باريس؟", None)]:
             c = idx.align(idx.retrieve(question, DEFAULT_RANKING.pool), always=True)
             assert c.vector_model == MINILM and c.alignment is not None
             _, features = decision_features(c, DEFAULT_RANKING)
@@ -381,7 +384,9 @@ def test_minilm_where_its_blind_leg_is_dropped_both_gates_of_the_pair_must_answe
             memo = RankMemo(c)  # one memo for both rankings below, as the eval's sweep shares it
             r = rank(c, DEFAULT_RANKING, memo=memo)
             both = [answer_probability(features, half) for half in pair]
-            assert r.answer_probability == pytest.approx(min(both)), question
+            bar = bars.get(lang)
+            assert r.answer_probability == pytest.approx(raised(min(both), bar, ANSWER_THRESHOLD) if bar else min(both))
+            assert r.language_bar == ((lang, bar) if bar else None), question
             if answer is None:
                 assert r.abstained and not r.hits, question
             else:

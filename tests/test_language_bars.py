@@ -140,3 +140,64 @@ def test_minilm_reads_an_english_question_against_englishs_own_bar() -> None:
     assert (True, False) in decided and (True, True) in decided
     short = dataclasses.replace(cands("dentist Kensington", (2, 1, 4, 3), 0.62), vector_model=MINILM)
     assert rank(short, DEFAULT_RANKING, now=0.0).language_bar is None
+
+
+def test_the_pairs_bars_are_placed_on_the_questions_it_decides_with_english_read_as_the_pair_reads_it() -> None:
+    """MiniLM's pair decides only questions whose blind vector leg was dropped, never an English one. Its bars
+    (``pair=True``) read each language's point on those questions, and English's (the anchor over its sets, and the
+    reference on XQuAD-R) on its keyword leg's features alone; English itself, and a language the pair decides too
+    few questions of, get none."""
+    gate = Calibration(("keyword_top",), (1.0,), 0.0)
+    grid = [i / 200 for i in range(1, 200)]
+    kw, vec = GATE_FEATURES.index("keyword_top"), GATE_FEATURES.index("vector_top")
+    rows = DecisionRows()
+
+    def add(name: str, ps: list[float], dropped: bool, both_shift: float = 0.0) -> None:
+        for p in ps:
+            both, keyword = [0.0] * len(GATE_FEATURES), [0.0] * len(GATE_FEATURES)
+            both[kw], keyword[kw] = logit(min(0.99, p + both_shift)), logit(p)
+            both[vec] = logit(0.0) if dropped else 1.0
+            rows.gate.append((name, {"both": both, "keyword": keyword}, int(not name.endswith("-cross"))))
+
+    add("xquad-en", [min(0.99, p + 0.3) for p in grid], dropped=False, both_shift=0.4)  # both legs read higher
+    add("locomo", [min(0.99, p + 0.1) for p in grid], dropped=False, both_shift=0.4)
+    add("xquad-vi", [min(0.99, p + 0.5) for p in grid], dropped=False)  # kept: the aligned gate decides it
+    add("xquad-th", [min(0.99, p + 0.4) for p in grid], dropped=True)
+    add("xquad-th-cross", [0.1, 0.15, 0.5], dropped=True)
+    add("xquad-el", [0.9] * (LEAST_QUESTIONS - 1), dropped=True)
+    bars = language_bars(rows, gate, 0.05, anchored=True, pair=True)
+    own = false_point({"locomo": [min(0.99, p + 0.1) for p in grid]})  # LoCoMo binds, read on the keyword leg
+    shift = logit(false_point({"th": [min(0.99, p + 0.4) for p in grid]})) - logit(
+        false_point({"en": [min(0.99, p + 0.3) for p in grid]}))
+    assert set(bars) == {"th"} and bars["th"] == pytest.approx(1 / (1 + math.exp(-(logit(own) + shift))), abs=1e-4)
+    table = bar_table(rows, gate, 0.05, bars, pair=True)
+    assert set(table.bar) == {"xquad-th", "xquad-th-cross", "xquad-el"}  # the questions the pair decides
+    assert table.after["xquad-th-cross"] == pytest.approx(sum(p < bars["th"] for p in (0.1, 0.15, 0.5)) / 3)
+    assert table.after["xquad-th"] <= 0.02 and table.before["xquad-th-cross"] == 0.0 < table.after["xquad-th-cross"]
+
+
+def test_minilm_reads_a_thai_question_whose_blind_leg_was_dropped_against_the_pairs_thai_bar() -> None:
+    """Where the adaptive step drops MiniLM's vector leg (a Thai question: a script it was not trained on) and the
+    candidates carry the alignment, the pair decides, read against its bar for the question's language."""
+    pair = gate_model(MINILM, {"keyword"}, aligned=True, blind=True)
+    bar = LANGUAGE_BARS[f"{MINILM}|keyword+aligned"]["th"]
+    assert isinstance(pair, tuple) and bar > ANSWER_THRESHOLD
+    notes = {1: "คุณยายไปตรวจความดันโลหิตที่โรงพยาบาลเมื่อวันจันทร์ หมอบอกว่าปกติดี", 2: "พรุ่งนี้ต้องจ่ายค่าไฟฟ้าและค่าน้ำประปา",
+             3: "แมวชื่อส้มชอบนอนบนโซฟา", 4: "ร้านกาแฟใหม่เปิดใกล้สถานีรถไฟ"}
+    chunks = {c: ChunkInfo(c, f"memory/t{c}.md", "memory", 1, 2, t, 0.0, True, frozenset(tokenize(t)))
+              for c, t in notes.items()}
+    question, order = "คุณยายไปตรวจความดันโลหิตที่ไหน", (1, 2, 4, 3)
+    decided = []
+    for a in (0.70, 0.74, 0.78, 0.82, 0.86, 0.90):
+        c = Candidates(question, tuple(tokenize(question)), chunks=chunks, pool=40, vector_model=MINILM,
+                       keyword=tuple(LegHit(c, 5.0 - i, i + 1) for i, c in enumerate(order[:2])),
+                       vector=tuple(LegHit(c, 0.3 - 0.01 * i, i + 1) for i, c in enumerate(order)),
+                       alignment=(a, a - 0.05, a, 0.3, 0.08), vector_scripts=frozenset({"LATIN"}))
+        got = rank(c, DEFAULT_RANKING, now=0.0)
+        _, f = decision_features(c, DEFAULT_RANKING.replace(vector_weight=0.0))
+        p = answer_probability(f, pair)
+        assert got.language_bar == ("th", bar)
+        assert got.answer_probability == pytest.approx(raised(p, bar, ANSWER_THRESHOLD))
+        assert bool(got.hits) == (p >= bar)
+        decided.append((p >= ANSWER_THRESHOLD, p >= bar))
+    assert (True, False) in decided and (True, True) in decided

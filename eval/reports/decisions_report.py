@@ -8,7 +8,8 @@ per dataset: the same function `hybridmem eval abstention` and the workbench's A
     PYTHONPATH=. python eval/reports/decisions_report.py local --no-alignment   # -> decisions-minilm-noalign.md
 
 ``--only NAME,...`` produces those datasets again and keeps the others' figures from the report as it is (after a
-change that can move only them); the header says which and when.
+change that can move only them); the header says which and when, for every such run since the whole report was
+produced.
 
 ``--no-alignment`` sets ``embedding.token_alignment = false``: a model's gate without the token alignment decides
 (what a search uses with that setting, or while the bundled e5 that reads MiniLM's alignment cannot load).
@@ -37,10 +38,10 @@ DATASETS = ("demo", "locomo", "scifact", "cranfield", *(f"xquad-{lang}" for lang
 out = Path(f"eval/reports/decisions-{prov if prov == 'e5' else 'minilm'}{'' if aligned else '-noalign'}.md")
 settings = Settings().override(embedding={"provider": prov, "token_alignment": aligned})
 t0 = time.time()
-tables, curves, produced = {}, {}, ""
+tables, curves, produced, again = {}, {}, "", []
 if only:
     kept = json.loads(out.with_suffix(".json").read_text())
-    tables, curves = kept["tables"], kept["curves"]
+    tables, curves, again = kept["tables"], kept["curves"], kept.get("again", [])
     produced = kept.get("produced") or re.search(r"(, produced by .*? in \d+ s)\.", out.read_text())[1]
     if set(only.split(",")) - set(DATASETS):
         sys.exit(f"decisions_report.py: --only names none of {', '.join(DATASETS)}")
@@ -59,11 +60,12 @@ def pct(v: float) -> str:
 
 first = produced or (f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
                      + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
+if only:
+    again.append(f"{only.replace(',', ', ')} produced again by `... {prov} --only {only}` in {time.time() - t0:.0f} s on "
+                 f"{time.strftime('%Y-%m-%d')}")
 lines = [f"# The two decisions, {model}: test splits (issue #22)", "",
          f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`") + first
-         + (f"; {only.replace(',', ', ')} produced again by `... {prov} --only {only}` in {time.time() - t0:.0f} s on "
-            f"{time.strftime('%Y-%m-%d')}" if only else "")
-         + ". `default` = the joint order + the answer gate (threshold "
+         + "".join(f"; {a}" for a in again) + ". `default` = the joint order + the answer gate (threshold "
          f"{PRESETS['default'].answer_threshold:g}); `calibrated` = the #16 default (calibrated 0.5/0.5 sum, min score "
          "0.04); `minmax` = min-max 0.5/0.5 with min score 0.35 and keyword rescue; `rrf`, `keyword`, `vector` keep "
          "every candidate. A query that returns nothing scores 0.", "",
@@ -95,6 +97,6 @@ for name, rows in curves.items():
               "| " + " | ".join(cols) + " |", "|---:" * len(cols) + "|"]
     lines += ["| " + " | ".join(f"{r[c]:.3f}" if c == cols[0] else f"{r[c]:.4f}" for c in cols) + " |" for r in rows]
 out.write_text("\n".join(lines) + "\n")
-out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "produced": first, "tables": tables,
-                                                "curves": curves}, indent=1))
+out.with_suffix(".json").write_text(json.dumps({"provider": prov, "model": model, "produced": first, "again": again,
+                                                "tables": tables, "curves": curves}, indent=1))
 print("wrote", out)

@@ -18,7 +18,8 @@ e5), on the test splits' rows, read only to report:
     PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl --language-bars --test-rows /tmp/t.pkl
 
 MiniLM's (``local``: train rows about 55 minutes, test rows about 15) start from English's own 2% point
-(``language_bars.ANCHORED``).
+(``language_bars.ANCHORED``); its pair of gates, which decides the questions whose blind vector leg was dropped, gets
+bars of its own placed the same way (``<model>|keyword+aligned``), printed after the aligned gate's.
 """
 import argparse
 import pickle
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from hybridmem.config import Settings, provider_model
-from hybridmem.config.calibration import ANSWER_THRESHOLD, gate_model
+from hybridmem.config.calibration import ANSWER_THRESHOLD, GATE_MODELS, gate_model
 from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, collect_rows
 from hybridmem.eval.language_bars import ANCHORED, bar_table, language_bars
 from hybridmem.eval.gate_rounds import gate_table
@@ -71,16 +72,15 @@ def pct(v: float) -> str:
     return f"{100 * v:.1f}%"
 
 
-rows = load_rows(args.rows, "train")
-if args.language_bars:
-    gate = gate_model(model, aligned=True)
-    bars = language_bars(rows, gate, ANSWER_THRESHOLD, anchored=model in ANCHORED)
+def print_bars(key: str, gate: object, pair: bool, rows: object, test_rows: object) -> None:
+    """One gate's bars per question language, placed on ``rows``, and what they change on train and test."""
     start = f"English's own 2% point, at least {ANSWER_THRESHOLD:g}" if model in ANCHORED else f"{ANSWER_THRESHOLD:g}"
-    print(f"{model}, the aligned gate's bars per question language (shifts from {start}): {bars}")
-    for split, split_rows in (("train", rows), ("test", load_rows(args.test_rows, "test") if args.test_rows else None)):
+    bars = language_bars(rows, gate, ANSWER_THRESHOLD, anchored=model in ANCHORED, pair=pair)
+    print(f"\n{key}: bars per question language (shifts from {start}): {bars}")
+    for split, split_rows in (("train", rows), ("test", test_rows)):
         if split_rows is None:
             continue
-        bt = bar_table(split_rows, gate, ANSWER_THRESHOLD, bars)
+        bt = bar_table(split_rows, gate, ANSWER_THRESHOLD, bars, pair=pair)
         print(f"\n{split}: | set | bar | returns nothing: shared threshold -> the language's bar |\n|---|---|---|")
         for name in bt.bar:
             kind = "false abstention" if bt.answerable[name] else "abstention"
@@ -91,6 +91,14 @@ if args.language_bars:
               f"{pct(min(bt.after[n] for n in none))}; largest false abstention "
               f"{pct(max(bt.before[n] for n in bt.bar if n not in none))} -> "
               f"{pct(max(bt.after[n] for n in bt.bar if n not in none))}")
+
+
+rows = load_rows(args.rows, "train")
+if args.language_bars:
+    test_rows = load_rows(args.test_rows, "test") if args.test_rows else None
+    print_bars(f"{model}|aligned", gate_model(model, aligned=True), False, rows, test_rows)
+    if f"{model}|keyword+aligned" in GATE_MODELS:
+        print_bars(f"{model}|keyword+aligned", GATE_MODELS[f"{model}|keyword+aligned"], True, rows, test_rows)
     sys.exit(0)
 
 t = gate_table(rows, features, ANSWER_THRESHOLD)

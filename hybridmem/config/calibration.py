@@ -140,10 +140,13 @@ NEAREST_ACROSS_THRESHOLD = 0.98
 # to read or in a language not here, keep ANSWER_THRESHOLD (docs/ranking.md, "The sixteenth round"). all-MiniLM-L6-v2
 # reads English only, and its shared threshold is bound by Turkish, Thai and Greek questions it cannot read, so its
 # shifts start from English's own 2% point over its English sets (LoCoMo's conversations bind), English included
-# (language_bars.ANCHORED; "The seventeenth round").
+# (language_bars.ANCHORED; "The seventeenth round"). Its pair, which decides a question whose blind vector leg was
+# dropped (Arabic, Greek, Hindi, Russian, Thai, Chinese), has bars placed the same way on the questions it decides,
+# English read as the pair would read it ("The eighteenth round").
 LANGUAGE_BARS: dict[str, dict[str, float]] = {
     "multilingual-e5-small|aligned": {"th": 0.0793, "vi": 0.1303, "zh": 0.1483},
     "all-MiniLM-L6-v2|aligned": {"de": 0.2237, "en": 0.4669, "es": 0.3695, "vi": 0.5824},
+    "all-MiniLM-L6-v2|keyword+aligned": {"ar": 0.0925, "el": 0.12, "hi": 0.2097, "th": 0.4669},
 }
 
 # The hits' probabilities where a question is routed across languages (RankMemo.other_language), per embedding model:
@@ -213,17 +216,23 @@ def reads_language(model: str) -> bool:
     return model in CROSSLINGUAL_GATES or model in CROSSLINGUAL_HITS
 
 
-def language_bars(model: str, legs: frozenset[str] | set[str], aligned: bool) -> dict[str, float]:
-    """The bars per question language of the gate :func:`gate_model` gives for both legs of ``model`` (``legs``),
-    :data:`LANGUAGE_BARS`; empty where it has none (another gate, or a leg left out).
+def language_bars(model: str, legs: frozenset[str] | set[str], aligned: bool, blind: bool = False) -> dict[str, float]:
+    """The bars per question language of the gate :func:`gate_model` gives for ``legs`` of ``model`` (both legs, or
+    the keyword leg where a ``blind`` vector leg was dropped: the pair), :data:`LANGUAGE_BARS`; empty where it has
+    none (another gate, or a leg left out).
 
     Example:
         >>> language_bars("multilingual-e5-small", {"vector", "keyword"}, aligned=True)["vi"] > ANSWER_THRESHOLD
         True
         >>> language_bars("multilingual-e5-small", {"keyword"}, aligned=True)
         {}
+        >>> language_bars("all-MiniLM-L6-v2", {"keyword"}, aligned=True, blind=True)["th"] > ANSWER_THRESHOLD
+        True
     """
-    both = "vector" in legs and "keyword" in legs
+    if "vector" not in legs:
+        pair = f"{model}|keyword+aligned"
+        return LANGUAGE_BARS.get(pair, {}) if blind and aligned and "keyword" in legs and pair in GATE_MODELS else {}
+    both = "keyword" in legs
     return LANGUAGE_BARS.get(f"{model}|aligned", {}) if both and aligned and has_aligned_gate(model) else {}
 
 

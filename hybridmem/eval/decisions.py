@@ -58,7 +58,8 @@ from hybridmem.records import Candidates
 __all__ = ["ALIGNED_USED", "ALIGNED_USED_BY_MODEL", "DECISION_DATASETS", "DEPTH", "GATE_USED", "GATE_USED_BY_MODEL",
            "KEYWORD_ALIGNED_USED", "LIFT", "MAX_FALSE_ABSTENTION", "PAIRS", "PAIR_MAX_FALSE", "PAIR_SHIFT",
            "DecisionRows", "Decisions", "Orders", "choose_threshold", "collect", "collect_rows", "false_point",
-           "fit_decisions", "fit_gate", "fit_order", "fit_pair", "fit_rows", "place_gate", "vector_took_part"]
+           "fit_decisions", "fit_gate", "fit_order", "fit_pair", "fit_rows", "place_gate", "vector_dropped",
+           "vector_took_part"]
 
 PAIRS = 100
 # The datasets whose TRAIN splits (and no-answer sets) both fits read. Cranfield is never fitted on: it is the held-out
@@ -344,7 +345,7 @@ def fit_rows(rows_by_model: Mapping[str, DecisionRows]) -> Decisions:
         gates[name] = place_gate(gate, rows_of, legs, threshold)
     pairs: dict[str, tuple[Calibration, Calibration]] = {}
     for model, rows in rows_by_model.items():  # where a blind vector leg was dropped, with the alignment: a pair
-        if ALIGNED_USED_BY_MODEL.get(model) and _has_alignment(rows) and _enough(_vector_dropped(rows)):
+        if ALIGNED_USED_BY_MODEL.get(model) and _has_alignment(rows) and _enough(vector_dropped(rows)):
             try:
                 pairs[f"{model}|keyword+aligned"] = fit_pair(rows, gates[KEYWORD_GATE], threshold)
             except ValueError as e:
@@ -375,7 +376,7 @@ def fit_pair(rows: DecisionRows, keyword_gate: Calibration, threshold: float,
     Raises:
         ValueError: the keyword half alone loses more than a set may.
     """
-    blind = _vector_dropped(rows)
+    blind = vector_dropped(rows)
     second = fit_gate(blind, features)
     answered = []  # each answerable query's features and the second half's probability, read once
     for name, feats, label in blind.gate:
@@ -414,8 +415,9 @@ def vector_took_part(rows: DecisionRows) -> DecisionRows:
     return DecisionRows(order=rows.order, gate=[r for r in rows.gate if not _dropped(r)])
 
 
-def _vector_dropped(rows: DecisionRows) -> DecisionRows:
-    """``rows``' gate rows whose vector leg was dropped (the others of :func:`vector_took_part`)."""
+def vector_dropped(rows: DecisionRows) -> DecisionRows:
+    """``rows``' gate rows whose vector leg was dropped (the others of :func:`vector_took_part`), which the pair
+    decides where they carry the alignment (:func:`fit_pair`)."""
     return DecisionRows(order=rows.order, gate=[r for r in rows.gate if _dropped(r)])
 
 

@@ -18,6 +18,12 @@ Turkish, Thai and Greek questions score 2.3 to 3.4 logits under its hardest Engl
 English set needed. e5's shared threshold is bound by English's conversations among others, 0.4 logits under that
 point; anchored there it lost English questions on test past what the issue allows (docs/ranking.md, "The
 sixteenth round" and "The seventeenth round").
+
+MiniLM's pair (``"<model>|keyword+aligned"``, the keyword leg's gate and one over the alignment, both must answer)
+decides the questions whose blind vector leg the adaptive step dropped: Arabic, Greek, Hindi, Russian, Thai and
+Chinese. Its bars (``pair=True``) are placed by the same anchored rule, on the questions it decides; English, which it
+never decides, is read as the pair would read it (its keyword leg's features alone, which carry the alignment) to give
+the anchor and the reference, and gets no bar of its own ("The eighteenth round").
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from hybridmem.config.calibration import Gate
-from hybridmem.eval.decisions import DecisionRows, false_point, vector_took_part
+from hybridmem.eval.decisions import DecisionRows, false_point, vector_dropped, vector_took_part
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
 
@@ -54,19 +60,28 @@ def set_language(name: str) -> str | None:
     return SET_LANGUAGES.get(name)
 
 
-def _probabilities(rows: DecisionRows, gate: Gate) -> dict[tuple[str, int], np.ndarray]:
+def _probabilities(rows: DecisionRows, gate: Gate, pair: bool = False,
+                   reference: bool = False) -> dict[tuple[str, int], np.ndarray]:
+    """Per decision set and label, ``gate``'s probability on each question it decides: where the vector leg took part
+    or, for the ``pair``, where it was dropped; with ``reference`` as well, the pair's on the reference language's
+    questions, read on their keyword leg's features alone."""
     out: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for name, legs, label in vector_took_part(rows).gate:
+    for name, legs, label in (vector_dropped(rows) if pair else vector_took_part(rows)).gate:
         out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, legs["both"])), gate))
+    for name, legs, label in vector_took_part(rows).gate if pair and reference else ():
+        if set_language(name) == REFERENCE_LANGUAGE:
+            out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, legs["keyword"])), gate))
     return {key: np.asarray(v) for key, v in out.items()}
 
 
-def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bool = False) -> dict[str, float]:
+def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bool = False,
+                  pair: bool = False) -> dict[str, float]:
     """Per XQuAD-R language whose gate decides :data:`LEAST_QUESTIONS` of its answerable questions or more and whose
     2% point under ``gate`` lies above :data:`REFERENCE_LANGUAGE`'s: ``threshold`` moved up by that many logits,
     rounded to four decimals; with ``anchored``, the reference language's own 2% point over all its sets (never under
-    ``threshold``) moved so, the reference language included (see the module doc)."""
-    probs = _probabilities(rows, gate)
+    ``threshold``) moved so, the reference language included; for the ``pair``, on the questions whose vector leg was
+    dropped, the reference language read as the pair would read it and given no bar (see the module doc)."""
+    probs = _probabilities(rows, gate, pair, reference=True)
     xquad = {set_language(name): v for (name, label), v in probs.items()
              if label and name.startswith("xquad-") and len(v) >= LEAST_QUESTIONS}
     if REFERENCE_LANGUAGE not in xquad:
@@ -74,7 +89,8 @@ def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bo
     own = {name: v for (name, label), v in probs.items() if label and set_language(name) == REFERENCE_LANGUAGE}
     start = max(threshold, false_point(own)) if anchored else threshold
     point = {lang: logit(false_point({lang: v})) for lang, v in xquad.items()}
-    bars = {lang: round(sigmoid(logit(start) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
+    bars = {lang: round(sigmoid(logit(start) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()
+            if not (pair and lang == REFERENCE_LANGUAGE)}
     return {lang: bar for lang, bar in sorted(bars.items()) if bar > threshold}
 
 
@@ -88,10 +104,12 @@ class BarTable(NamedTuple):
     answerable: dict[str, bool]
 
 
-def bar_table(rows: DecisionRows, gate: Gate, threshold: float, bars: Mapping[str, float]) -> BarTable:
-    """What reading each set's questions against their language's bar (``bars``; else ``threshold``) changes."""
+def bar_table(rows: DecisionRows, gate: Gate, threshold: float, bars: Mapping[str, float],
+              pair: bool = False) -> BarTable:
+    """What reading each set's questions against their language's bar (``bars``; else ``threshold``) changes, on the
+    questions ``gate`` decides (``pair``: those whose vector leg was dropped)."""
     table = BarTable({}, {}, {}, {})
-    for (name, label), v in sorted(_probabilities(rows, gate).items()):
+    for (name, label), v in sorted(_probabilities(rows, gate, pair).items()):
         bar = max(threshold, bars.get(set_language(name) or "", threshold))
         table.bar[name], table.answerable[name] = bar, bool(label)
         table.before[name], table.after[name] = float(np.mean(v < threshold)), float(np.mean(v < bar))

@@ -238,7 +238,7 @@ class RankMemo:
             usual = gate_model(model, names, aligned=aligned, blind=blind)
             cross = gate_model(model, names, aligned, crosslingual=True)
             asked = self.across() if self._routed(names, cross is not usual) else ""  # either gate may answer
-            bars = {} if blind else language_bars(model, names, aligned)
+            bars = language_bars(model, names, aligned, blind)
             bar = bars.get(self.language() or "", 0.0) if bars else 0.0
             p = either_gate(features, usual, cross, asked, NEAREST_ACROSS_THRESHOLD, ANSWER_THRESHOLD, bar)
             got = self._answer[key] = (p, (self.language() or "", bar) if bar > ANSWER_THRESHOLD else None)
