@@ -61,16 +61,12 @@ def set_language(name: str) -> str | None:
 
 
 def _probabilities(rows: DecisionRows, gate: Gate, pair: bool = False,
-                   reference: bool = False) -> dict[tuple[str, int], np.ndarray]:
-    """Per decision set and label, ``gate``'s probability on each question it decides: where the vector leg took part
-    or, for the ``pair``, where it was dropped; with ``reference`` as well, the pair's on the reference language's
-    questions, read on their keyword leg's features alone."""
+                   legs: str = "both") -> dict[tuple[str, int], np.ndarray]:
+    """Per decision set and label, ``gate``'s probability on each question it decides (where the vector leg took
+    part; for the ``pair``, where it was dropped), read on the features of ``legs``."""
     out: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for name, legs, label in (vector_dropped(rows) if pair else vector_took_part(rows)).gate:
-        out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, legs["both"])), gate))
-    for name, legs, label in vector_took_part(rows).gate if pair and reference else ():
-        if set_language(name) == REFERENCE_LANGUAGE:
-            out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, legs["keyword"])), gate))
+    for name, feats, label in (vector_dropped(rows) if pair else vector_took_part(rows)).gate:
+        out[name, label].append(answer_probability(dict(zip(GATE_FEATURES, feats[legs])), gate))
     return {key: np.asarray(v) for key, v in out.items()}
 
 
@@ -81,7 +77,10 @@ def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bo
     rounded to four decimals; with ``anchored``, the reference language's own 2% point over all its sets (never under
     ``threshold``) moved so, the reference language included; for the ``pair``, on the questions whose vector leg was
     dropped, the reference language read as the pair would read it and given no bar (see the module doc)."""
-    probs = _probabilities(rows, gate, pair, reference=True)
+    probs = _probabilities(rows, gate, pair)
+    if pair:  # it never decides a reference question: read them as it would, on the keyword leg's features alone
+        probs.update({key: v for key, v in _probabilities(rows, gate, legs="keyword").items()
+                      if set_language(key[0]) == REFERENCE_LANGUAGE})
     xquad = {set_language(name): v for (name, label), v in probs.items()
              if label and name.startswith("xquad-") and len(v) >= LEAST_QUESTIONS}
     if REFERENCE_LANGUAGE not in xquad:
