@@ -105,6 +105,23 @@ def test_search_inspector_renders_demo_results_with_relevant_units():
     assert (table["relevant"] != "").any(), "q001's evidence chunk should be among the candidates"
 
 
+def test_the_inspectors_caption_names_the_bar_of_the_questions_language_and_the_route_across_languages():
+    """The caption says what ``--explain`` says of the answer gate: its probability against the threshold, the
+    alignment it read, the bar of the question's language where one was read, and the route across languages."""
+    from hybridmem.records import Ranking
+
+    barred = Ranking((), (), answer_probability=0.42, language_bar=("vi", 0.1303), routed_across="nearest")
+    words = views.gate_words(barred, 0.07, (0.83, 0.8, 0.8, 0.1, 0.05))
+    assert "P(memory holds an answer) 0.42 ≥ 0.07" in words
+    assert "(token alignment of the top passages 0.83; read as vi, against its bar 0.1303)" in words
+    assert "asked across languages of its nearest passage" in words
+    refused = Ranking((), (), answer_probability=0.01, abstained=True)
+    assert views.gate_words(refused, 0.07, None) == " · answer gate: P(memory holds an answer) 0.01 < 0.07"
+    assert "across languages of its top passages" in views.gate_words(
+        Ranking((), (), answer_probability=0.9, routed_across="top"), 0.07, None)
+    assert views.gate_words(Ranking((), ()), 0.07, None) == ""  # no gate decided
+
+
 def test_switching_fusion_to_rrf_changes_the_results():
     at = page()
     before = frame(at, "inspector_candidates")

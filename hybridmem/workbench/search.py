@@ -90,11 +90,7 @@ def render() -> None:
         caption += " · keyword only (no embedding provider)"
     if main.rescued:
         caption += " · nothing passed the min score: keyword hits returned (rescue)"
-    if main.answer_probability is not None:
-        caption += (f" · answer gate: P(memory holds an answer) {main.answer_probability:.2f} "
-                    f"{'<' if main.abstained else '≥'} {cfg.answer_threshold:g}")
-        if cands.alignment is not None:
-            caption += f" (token alignment of the top passages {cands.alignment[0]:.2f})"
+    caption += views.gate_words(main, cfg.answer_threshold, cands.alignment)
     if relevant is not None:
         caption += (f" · {counted(len(dataset.qrels.get(qid, {})), 'judged unit')}, "
                     f"{counted(len(relevant), 'candidate chunk')} {'holds' if len(relevant) == 1 else 'hold'} one")

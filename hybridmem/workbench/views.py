@@ -232,6 +232,24 @@ def movement_frame(left: Ranking, right: Ranking, relevant: Mapping[int, str] | 
     return df
 
 
+def gate_words(ranking: Ranking, threshold: float, alignment: tuple[float, ...] | None) -> str:
+    """The answer gate's decision for the inspector's caption: its probability against ``threshold``, the token
+    alignment it read, the bar of the question's language where it read one, and whether the question was asked
+    across languages (as ``hybridmem search --explain`` says them); empty where no gate decided."""
+    if ranking.answer_probability is None:
+        return ""
+    read = [f"token alignment of the top passages {alignment[0]:.2f}"] if alignment is not None else []
+    if ranking.language_bar:
+        read.append(f"read as {ranking.language_bar[0]}, against its bar {ranking.language_bar[1]:g}")
+    words = (f" · answer gate: P(memory holds an answer) {ranking.answer_probability:.2f} "
+             f"{'<' if ranking.abstained else '≥'} {threshold:g}" + (f" ({'; '.join(read)})" if read else ""))
+    if ranking.routed_across:
+        words += (" · asked across languages of its " + ("top passages" if ranking.routed_across == "top" else
+                                                          "nearest passage, or of top passages in several scripts")
+                  + ": the cross-lingual gate may answer too")
+    return words
+
+
 def nothing_returned(name: str, ranking: Ranking, cfg: RankConfig) -> str | None:
     """Why ``ranking`` (of config ``name``) returned no hit, in one sentence, or None when it returned some."""
     if ranking.hits:
