@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from hybridmem.config.calibration import ANSWER_THRESHOLD, NEAREST_ACROSS_THRESHOLD, joint_model
+from hybridmem.wording import ACROSS_WORDS
 
 __all__ = ["explain_table", "fmt", "print_explain"]
 
@@ -52,10 +53,8 @@ def print_explain(resp: Any) -> None:
               f"mean {a[0]:.3f}, lower quartile {a[1]:.3f}; weighted by surprisal {a[2]:.3f}, "
               f"same pieces {a[3]:.2f}; centred {a[4]:.3f}"))
     if r.routed_across:
-        print("asked across languages (another script or language than "
-              + ("its top passages" if r.routed_across == "top" else
-                 "its nearest passage, or than its top passages written in several scripts; the cross-lingual "
-                 f"gate's bar {NEAREST_ACROSS_THRESHOLD:g}")
+        print(f"asked across languages (another script or language than {ACROSS_WORDS[r.routed_across]}"
+              + ("" if r.routed_across == "top" else f"; the cross-lingual gate's bar {NEAREST_ACROSS_THRESHOLD:g}")
               + "): the cross-lingual gate may answer too, and the hits take the cross-lingual fit's probabilities")
     read = resp.candidates.passage_alignment
     model = resp.candidates.vector_model or ""

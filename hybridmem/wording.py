@@ -1,9 +1,13 @@
 """Counts in words: a number and its noun in the right number, for every message the CLI, the workbench and the
-warnings print ("1 file", "2 files"; "line 4", "lines 4, 9")."""
+warnings print ("1 file", "2 files"; "line 4", "lines 4, 9"); and the few phrases two of them share."""
 
 from __future__ import annotations
 
 from typing import Iterable
+
+# What a question was asked across languages of, per route (Ranking.routed_across), as `search --explain` and the
+# workbench's inspector say it.
+ACROSS_WORDS = {"top": "its top passages", "nearest": "its nearest passage, or its top passages in several scripts"}
 
 
 def counted(n: int, noun: str) -> str:

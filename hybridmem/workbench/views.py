@@ -21,6 +21,7 @@ from hybridmem.index import MemoryIndex
 from hybridmem.records import Hit, Ranking
 from hybridmem.tokenization import token_spans
 from hybridmem.workbench import state
+from hybridmem.wording import ACROSS_WORDS
 
 VECTOR_COLOR = "#4C78A8"
 TEXT_COLOR = "#F58518"
@@ -244,9 +245,8 @@ def gate_words(ranking: Ranking, threshold: float, alignment: tuple[float, ...] 
     words = (f" · answer gate: P(memory holds an answer) {ranking.answer_probability:.2f} "
              f"{'<' if ranking.abstained else '≥'} {threshold:g}" + (f" ({'; '.join(read)})" if read else ""))
     if ranking.routed_across:
-        words += (" · asked across languages of its " + ("top passages" if ranking.routed_across == "top" else
-                                                          "nearest passage, or of top passages in several scripts")
-                  + ": the cross-lingual gate may answer too")
+        words += (f" · asked across languages of {ACROSS_WORDS[ranking.routed_across]}: the cross-lingual gate may "
+                  "answer too")
     return words
 
 
