@@ -128,3 +128,24 @@ def test_locomo_queries_are_scoped_to_their_conversation():
     ds = load_dataset("locomo")
     assert all(q.scope == q.id.split("/")[0] + "/" for q in ds.queries)
     assert all(u.startswith(q.scope) for q in ds.queries for u in ds.qrels[q.id])
+
+
+def test_each_metric_is_ranked_to_its_own_depth(demo_eval):
+    """min-max normalises over the pool, so its top 10 in a pool of 400 (depth 100) differs from its top 10 in one of
+    40: ndcg@10 was scored on the deeper ranking whenever a deeper metric was asked beside it (the abstention table's
+    budget_recall@4000), and two commands printed two figures for one config. Each metric now has its own ranking."""
+    named = {n: PRESETS[n] for n in ("minmax", "rrf")}
+    alone = demo_eval.evaluate(named, ["ndcg@10", "recall@5"], split="test")
+    beside = demo_eval.evaluate(named, ["budget_recall@4000", "ndcg@10", "recall@100", "recall@5"], split="test")
+    forced = demo_eval.evaluate(named, ["ndcg@10", "recall@100", "budget_recall@4000"], split="test", depth=100)
+    assert beside.depths == {"budget_recall@4000": 100, "ndcg@10": 10, "recall@100": 100, "recall@5": 10}
+    assert beside.metrics == ["budget_recall@4000", "ndcg@10", "recall@100", "recall@5"]
+    assert beside.depth == 100 and beside.configs["minmax"].max_results == 100
+    assert beside.depth_words() == "depth 10, budget_recall@4000 to 100, recall@100 to 100"
+    for name in named:
+        for m in ("ndcg@10", "recall@5"):
+            assert list(beside.per_query[name][m]) == list(alone.per_query[name][m]), (name, m)
+        for m in ("recall@100", "budget_recall@4000"):
+            assert list(beside.per_query[name][m]) == list(forced.per_query[name][m]), (name, m)
+    # the two depths do differ here, so the figures above could not agree by chance
+    assert beside.means["minmax"]["ndcg@10"] != forced.means["minmax"]["ndcg@10"]

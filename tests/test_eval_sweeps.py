@@ -36,6 +36,21 @@ def test_sweep_values_equal_the_runner(demo_eval):
     assert row["recall@10"] == pytest.approx(res.means["x"]["recall@10"])
 
 
+def test_a_sweep_scores_each_metric_at_its_own_depth_as_the_runner_does(demo_eval):
+    """A deeper metric beside ndcg@10 leaves the sweep's ndcg@10 as it is alone (min-max orders its top 10 a little
+    differently in a deeper pool), and each column equals the runner's figure for that point."""
+    params = {"vector_weight": [0.3, 0.7]}
+    alone = sweep(demo_eval, params, preset("minmax"), ["ndcg@10"], split="train")
+    both = sweep(demo_eval, params, preset("minmax"), ["recall@100", "ndcg@10"], split="train")
+    assert list(both.columns) == ["vector_weight", "recall@100", "ndcg@10"] and both.attrs["depth"] == 100
+    assert list(both["ndcg@10"]) == list(alone["ndcg@10"])
+    for _, row in both.iterrows():
+        cfg = preset("minmax").replace(vector_weight=row.vector_weight, text_weight=round(1 - row.vector_weight, 10))
+        res = demo_eval.evaluate({"x": cfg}, ["ndcg@10", "recall@100"], split="train")
+        assert (row["ndcg@10"], row["recall@100"]) == pytest.approx((res.means["x"]["ndcg@10"],
+                                                                     res.means["x"]["recall@100"]))
+
+
 def test_optimizer_tunes_on_train_only(demo_eval, monkeypatch):
     seen: list[list[str]] = []
     real = demo_eval.rank_runs_many

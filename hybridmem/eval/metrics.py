@@ -66,6 +66,25 @@ def depth_for(metrics: Sequence[str]) -> int:
     return depth
 
 
+def metric_depths(metrics: Sequence[str]) -> dict[int, list[str]]:
+    """``metrics`` grouped by the depth each is ranked to (:func:`depth_for` of it alone), shallowest first.
+
+    A config's pool is the depth times its candidate multiplier, and a config that normalises over its pool (min-max,
+    the joint order's min-max features) orders its top 10 a little differently in a pool of 400 than in one of 40. So
+    each metric is scored on a ranking to its own depth, and ``ndcg@10`` is the same figure whatever else is asked
+    beside it: the ranking of a search for 10 results (pool 40 per leg, the depth the ranking's models were fitted
+    at).
+
+    Example:
+        >>> metric_depths(["ndcg@10", "budget_recall@4000", "recall@5", "recall@100"])
+        {10: ['ndcg@10', 'recall@5'], 100: ['budget_recall@4000', 'recall@100']}
+    """
+    groups: dict[int, list[str]] = {}
+    for m in metrics:
+        groups.setdefault(depth_for([m]), []).append(m)
+    return dict(sorted(groups.items()))
+
+
 @dataclass
 class QueryRuns:
     """One config's results over a query set, aligned with the scorer's query order.

@@ -28,6 +28,7 @@ def result_json(result: EvalResult, comparison: Comparison | None = None, datase
         "split": result.split or "all",
         "queries": len(result.query_ids),
         "depth": result.depth,
+        "depths": result.depths,
         "metrics": result.metrics,
         "configs": {n: {m: _r(v) for m, v in ms.items()} for n, ms in result.means.items()},
         "config_settings": {n: dataclasses.asdict(c) for n, c in result.configs.items()},
@@ -57,9 +58,9 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
     """A Markdown report."""
     lines = [f"# {title or f'Evaluation: {result.dataset}'}", ""]
     lines.append(f"Dataset `{result.dataset}`, split `{result.split or 'all'}`, {len(result.query_ids)} queries; "
-                 f"ranked to depth {result.depth} (each config's pool is the depth times its candidate multiplier; "
-                 "a config that normalises over that pool, `minmax` and the default's joint order with its min-max "
-                 "features among them, can move a little when a deeper metric is asked).")
+                 f"ranked to {result.depth_words()} (each metric on a ranking to its own depth, whose pool is the "
+                 "depth times the config's candidate multiplier: a config that normalises over its pool, `minmax` "
+                 "and the default's joint order among them, orders its top 10 a little differently in a deeper one).")
     lines.append("")
     lines += _table(["config", *result.metrics],
                     [[n, *(f"{ms[m]:.4f}" for m in result.metrics)] for n, ms in result.means.items()])
@@ -77,7 +78,7 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
             lines += _table(["config", *result.metrics],
                             [[n, *(f"{ms[m]:.4f}" for m in result.metrics)] for n, ms in per.items()])
             lines.append("")
-    lines += ["", "## Configs", "", "Each config as ranked (the eval sets `max_results` to the depth and "
+    lines += ["", "## Configs", "", "Each config as ranked to the deepest metric's depth (the eval sets `max_results` to the depth and "
               "`max_injected_chars` to 0; everything else is the config's own).", "", "```json",
               json.dumps({n: dataclasses.asdict(c) for n, c in result.configs.items()}, indent=1), "```"]
     if dataset is not None:

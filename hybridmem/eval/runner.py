@@ -7,8 +7,9 @@
 2. **Retrieve** every query once, at the largest pool any config asks for (a smaller pool is a prefix), within the
    query's scope (a path prefix) when it has one.
 3. **Rank** each config with :func:`hybridmem.ranking.rank` (the engine's only ranking function), at the dataset's
-   reference time. What the eval changes in a config, and only this: ``max_results`` becomes the metric depth (the
-   largest cutoff asked, see :func:`~hybridmem.eval.metrics.depth_for`), so the pool is
+   reference time. What the eval changes in a config, and only this: ``max_results`` becomes the metric's depth (its
+   cutoff, at least 10; 100 without one, see :func:`~hybridmem.eval.metrics.metric_depths`: each metric is scored on
+   a ranking to its own depth, so ``ndcg@10`` does not move when a deeper metric is asked beside it), so the pool is
    ``min(max_candidates, depth * candidate_multiplier)``; ``max_injected_chars`` becomes 0 (no snippet budget; the
    budget is measured by ``budget_recall`` instead). ``min_score`` is the config's own, as in production (presets
    ``keyword``/``vector``/``rrf`` use 0; the calibrated default's abstains on low probabilities, ``minmax`` cuts at
@@ -36,7 +37,7 @@ import numpy as np
 from hybridmem.config import DEFAULT_EVAL_CONFIGS, PRESETS, ChunkingConfig, RankConfig, Settings, preset
 from hybridmem.embeddings import Embedder, create_embedder
 from hybridmem.eval.datasets.base import REPO_ROOT, Dataset
-from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, depth_for
+from hybridmem.eval.metrics import DEFAULT_METRICS, QueryRuns, Scorer, metric_depths
 from hybridmem.eval.units import judged_units
 from hybridmem.index import MemoryIndex
 from hybridmem.ranking import RankMemo, rank
@@ -82,10 +83,12 @@ class EvalResult:
     """Scores of named configs over one query set.
 
     Attributes:
+        depth: the deepest ranking's depth (``configs`` and ``runs`` are that ranking's).
         per_query: ``{config: {metric: array aligned with query_ids}}``.
         means: ``{config: {metric: mean}}``.
         configs: the configs as ranked (after :func:`eval_config`).
         runs: ``{config: QueryRuns}`` (ranked units per query).
+        depths: ``{metric: the depth it was ranked to}`` (:func:`~hybridmem.eval.metrics.metric_depths`).
     """
 
     dataset: str
@@ -99,6 +102,13 @@ class EvalResult:
     configs: dict[str, RankConfig]
     runs: dict[str, QueryRuns] = field(repr=False, default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    depths: dict[str, int] = field(default_factory=dict)
+
+    def depth_words(self) -> str:
+        """How deep the metrics were ranked, for a report's header: ``"depth 10"``, or ``"depth 10, recall@100 to
+        100"`` where a metric was ranked deeper than the first."""
+        first = min(self.depths.values(), default=self.depth)
+        return ", ".join([f"depth {first}", *(f"{m} to {d}" for m, d in self.depths.items() if d != first)])
 
     def by_category(self) -> dict[str, dict[str, dict[str, float]]]:
         """``{category: {config: {metric: mean}}}`` (queries grouped by their category)."""
@@ -285,24 +295,29 @@ class Evaluator:
         min_score: float | None = None,
         depth: int | None = None,
     ) -> EvalResult:
-        """Score named configs on the queries of ``split`` (None: all) and ``categories`` (None: all)."""
+        """Score named configs on the queries of ``split`` (None: all) and ``categories`` (None: all); each metric on
+        a ranking to its own depth (:func:`~hybridmem.eval.metrics.metric_depths`), or every one to ``depth``."""
         named = resolve_configs(configs)
         metrics = list(metrics)
-        depth = depth or depth_for(metrics)
+        groups = metric_depths(metrics) if depth is None else {depth: metrics}
+        deepest = max(groups)
         sub = self.dataset.select(split, categories)
         qids = [q.id for q in sub.queries]
-        cfgs, cands = self.prepare(named, depth, min_score)
+        cfgs, cands = self.prepare(named, deepest, min_score)  # one retrieval, at the deepest pool: the rest are prefixes
         scorer = Scorer(qids, sub.qrels)
-        per_query: dict[str, dict[str, np.ndarray]] = {}
-        runs: dict[str, QueryRuns] = {}
+        per_query: dict[str, dict[str, np.ndarray]] = {name: {} for name in cfgs}
         t0 = time.perf_counter()
-        runs = self.rank_runs_many(cfgs, qids, cands)
-        for name in cfgs:
-            per_query[name] = scorer.score(runs[name], metrics)
+        for d, asked in groups.items():
+            ranked = cfgs if d == deepest else {n: eval_config(c, d, min_score) for n, c in named.items()}
+            runs = self.rank_runs_many(ranked, qids, cands)
+            for name in cfgs:
+                per_query[name].update(scorer.score(runs[name], asked))
+        per_query = {n: {m: pq[m] for m in metrics} for n, pq in per_query.items()}
         self.timings["rank_and_score"] = time.perf_counter() - t0
         means = {n: {m: float(v.mean()) for m, v in pq.items()} for n, pq in per_query.items()}
-        return EvalResult(self.dataset.name, split, qids, [q.category for q in sub.queries], metrics, depth,
-                          per_query, means, cfgs, runs, dict(self.timings))
+        return EvalResult(self.dataset.name, split, qids, [q.category for q in sub.queries], metrics, deepest,
+                          per_query, means, cfgs, runs, dict(self.timings),
+                          {m: d for d, asked in groups.items() for m in asked})
 
 
 __all__ = ["AUTO", "EvalResult", "Evaluator", "PRESETS", "cache_dir", "eval_config", "resolve_configs"]

@@ -28,8 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hybridmem.config import RankConfig, preset
 from hybridmem.errors import ConfigError, HybridMemError
-from hybridmem.eval.metrics import Scorer, depth_for, parse_metric
-from hybridmem.eval.runner import EvalResult, Evaluator
+from hybridmem.eval.metrics import Scorer, metric_depths, parse_metric
+from hybridmem.eval.runner import EvalResult, Evaluator, eval_config
 
 _ALIASES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "mmr_lambda": lambda v: {"mmr": True, "mmr_lambda": float(v)},
@@ -127,7 +127,8 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     metrics = list(metrics)
     for m in metrics:
         parse_metric(m)
-    depth = depth or depth_for(metrics)
+    groups = metric_depths(metrics) if depth is None else {depth: metrics}
+    depth = max(groups)
     points = grid(params)
     if not points:
         raise HybridMemError("the sweep grid is empty: give at least one value per parameter")
@@ -136,6 +137,8 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     qids = [q.id for q in sub.queries]
     t0 = time.perf_counter()
     eval_cfgs, cands = evaluator.prepare({str(i): c for i, c in enumerate(cfgs)}, depth, min_score)
+    ranked = {d: eval_cfgs if d == depth else {str(i): eval_config(c, d, min_score) for i, c in enumerate(cfgs)}
+              for d in groups}  # each metric on a ranking to its own depth, as Evaluator.evaluate scores it
     t1 = time.perf_counter()
     scorer = Scorer(qids, sub.qrels)
     rows = []
@@ -147,10 +150,13 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     step = 10  # configs ranked together, query by query (see Evaluator.rank_runs_many), between progress updates
     for start in range(0, len(points), step):
         names = [str(i) for i in range(start, min(start + step, len(points)))]
-        runs = evaluator.rank_runs_many({n: eval_cfgs[n] for n in names}, qids, cands)
+        scores: dict[str, dict[str, float]] = {n: {} for n in names}
+        for d, asked in groups.items():
+            runs = evaluator.rank_runs_many({n: ranked[d][n] for n in names}, qids, cands)
+            for n in names:
+                scores[n].update({m: float(v.mean()) for m, v in scorer.score(runs[n], asked).items()})
         for n in names:
-            scores = scorer.score(runs[n], metrics)
-            rows.append({**points[int(n)], **{m: float(v.mean()) for m, v in scores.items()}})
+            rows.append({**points[int(n)], **{m: scores[n][m] for m in metrics}})
         if bar is not None:
             bar.update(len(names))
     if bar is not None:
@@ -184,12 +190,10 @@ def optimize(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], metric: 
     """
     base = base or preset("default")
     report = list(dict.fromkeys([metric, *(report_metrics or [])]))
-    depth = depth_for(report)
     evaluator.dataset.select(test_split)  # fail early when there is no test split
-    table = sweep(evaluator, params, base, [metric], split=train_split, depth=depth, min_score=min_score)
+    table = sweep(evaluator, params, base, [metric], split=train_split, min_score=min_score)
     best = int(table[metric].to_numpy().argmax())
     point = grid(params)[best]
     tuned = configs_for([point], base)[0]
-    test = evaluator.evaluate({"base": base, "tuned": tuned}, report, split=test_split, min_score=min_score,
-                              depth=depth)
+    test = evaluator.evaluate({"base": base, "tuned": tuned}, report, split=test_split, min_score=min_score)
     return OptimizeResult(metric, point, tuned, float(table[metric].iloc[best]), table, test)

@@ -80,7 +80,7 @@ def render() -> None:
         st.error(state.error_text(exc))
         return
 
-    st.caption(f"{dataset.name}, {split} queries: {len(result.query_ids)}; ranked to depth {result.depth}; "
+    st.caption(f"{dataset.name}, {split} queries: {len(result.query_ids)}; ranked to {result.depth_words()}; "
                f"retrieval {result.timings.get('retrieve', 0):.1f}s (once), ranking and scoring "
                f"{result.timings.get('rank_and_score', 0):.2f}s.")
     means = labeled.means_frame(result)
