@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -21,7 +22,7 @@ from hybridmem.sessions import keyword_text
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import try_sync_lock
-from hybridmem.sync.pending import cached_vectors, embed_pending
+from hybridmem.sync.pending import cached_vectors, embed_pending, unread_words
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
@@ -129,7 +130,10 @@ def apply_documents(
                 report.warnings.append(f"another process is indexing {store.path}: it embeds the {waiting:,} "
                                        "chunks still without a vector (searchable by keyword now)")
             return
-        n_embedded, hits = embed_pending(store, embedder, shared, progress)
+        unread: Counter[str] = Counter()
+        n_embedded, hits = embed_pending(store, embedder, shared, progress, unread=unread)
+    if unread:
+        report.warnings.append(unread_words(unread, waiting, embedder.model))
     report.embedded += n_embedded
     report.cache_hits += hits
 
