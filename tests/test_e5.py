@@ -334,6 +334,58 @@ def test_a_note_in_four_languages_answers_its_own_lines_and_refuses_the_rest(tmp
                                                                                   got.ranking.answer_probability)
 
 
+# A memory in languages none of the ranking's fits saw (French, Korean, Indonesian, Portuguese, Polish; Japanese only
+# in the demo's few notes), and questions about it and about nothing in it, written for this test.
+UNSEEN_NOTES = {
+    "2026-11-02.md": "- Rendez-vous chez le dentiste déplacé au vendredi 14 novembre à 15h30, cabinet du docteur "
+                     "Marchand, rue des Lilas.\n- La chaudière a été révisée par l'entreprise Thermiclim ; prochaine "
+                     "visite d'entretien en octobre 2027.\n",
+    "2026-11-05.md": "- 어머니 생신 선물로 제주도 한라봉 한 상자를 주문했다. 배송은 11월 20일 예정.\n"
+                     "- 아파트 관리비가 이번 달부터 월 23만 원으로 올랐다.\n",
+    "2026-11-08.md": "- Kontrak sewa rumah di Bandung diperpanjang sampai Juni 2027; uang sewa Rp 4,5 juta per bulan "
+                     "dibayar ke Pak Hendra.\n- Motor Honda Beat sudah ganti oli di bengkel Jaya Motor, kilometer "
+                     "18.200.\n",
+    "2026-11-10.md": "- 来週の京都出張は新幹線のぞみ、11月18日朝7時品川発。ホテルは四条烏丸の近く。\n"
+                     "- Consulta do meu pai no cardiologista marcada para 3 de dezembro às 9h, no Hospital Santa "
+                     "Marta.\n- Przegląd samochodu (Skoda Octavia) w warsztacie na Mokotowie, 27 listopada o 8:00.\n",
+}
+UNSEEN_ASKED = {
+    "Quand est mon rendez-vous chez le dentiste ?": "2026-11-02.md", "Qui a révisé la chaudière ?": "2026-11-02.md",
+    "어머니 생신 선물로 무엇을 주문했어?": "2026-11-05.md", "관리비가 얼마로 올랐어?": "2026-11-05.md",
+    "Sampai kapan kontrak sewa rumah di Bandung?": "2026-11-08.md", "Di mana motor ganti oli?": "2026-11-08.md",
+    "京都出張の新幹線は何時に出発しますか？": "2026-11-10.md",
+    "Quando é a consulta do meu pai no cardiologista?": "2026-11-10.md",
+    "Kiedy jest przegląd samochodu?": "2026-11-10.md", "when is the dentist appointment?": "2026-11-02.md",
+    "who is my manager?": "MEMORY.md",
+}
+UNSEEN_UNANSWERED = ("Quelle est la recette de la ratatouille ?", "Combien coûte un billet de train pour Lyon ?",
+                     "서울에서 부산까지 KTX 요금은 얼마야?", "Resep rendang daging sapi bagaimana?",
+                     "富士山の登山ルートはどれがおすすめですか？", "Qual é a capital da Austrália?",
+                     "Jak zrobić pierogi ruskie?", "what is the capital of Peru?", "how do I bake sourdough bread?")
+
+
+def test_a_memory_in_languages_no_fit_saw_answers_its_questions_and_refuses_the_rest(tmp_path: Path) -> None:
+    """The gates, bars and the order were fitted on English, XQuAD-R's eleven languages and the demo; a user's memory
+    in French, Korean, Indonesian, Portuguese and Polish (beside Japanese and English) gets each question about a
+    note answered with that note first, and each question about nothing in it refused."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "MEMORY.md").write_text("# Long-term memory\n\n- The staging database is `pg-staging-02`; its password "
+                                  "rotates monthly.\n- My manager is Ingrid Solberg; 1:1s are on Thursdays at "
+                                  "10:00.\n", encoding="utf-8")
+    for name, text in UNSEEN_NOTES.items():
+        (ws / "memory" / name).write_text(f"# {name[:-3]}\n\n{text}", encoding="utf-8")
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", settings=Settings().override(
+            embedding={"provider": "e5", "shared_cache": False})) as idx:
+        idx.sync()
+        for asked, note in UNSEEN_ASKED.items():
+            got = idx.search(asked)
+            assert got.results and got.results[0].path.endswith(note), (asked, got.ranking.answer_probability)
+        for unanswered in UNSEEN_UNANSWERED:
+            got = idx.search(unanswered)
+            assert got.ranking.abstained and not got.results, (unanswered, got.ranking.answer_probability)
+
+
 def test_the_scripts_e5_claims_are_those_its_vocabulary_writes() -> None:
     """``E5_SCRIPTS`` recounted from the model's own pieces: a script with 10 or more letters among them is claimed,
     and one with fewer (Runic has none, Tibetan one) is not."""
