@@ -61,8 +61,8 @@ def pct(v: float) -> str:
 first = produced or (f", produced by `PYTHONPATH=. python eval/reports/decisions_report.py {prov}"
                      + ("" if aligned else " --no-alignment") + f"` in {time.time() - t0:.0f} s")
 if only:
-    again.append(f"{only.replace(',', ', ')} produced again by `... {prov} --only {only}` in {time.time() - t0:.0f} s on "
-                 f"{time.strftime('%Y-%m-%d')}")
+    again.append(f"{only.replace(',', ', ')} produced again by `... {prov}{'' if aligned else ' --no-alignment'} "
+                 f"--only {only}` in {time.time() - t0:.0f} s on {time.strftime('%Y-%m-%d')}")
 lines = [f"# The two decisions, {model}: test splits (issue #22)", "",
          f"`embedding.provider = \"{prov}\"`" + ("" if aligned else ", `embedding.token_alignment = false`") + first
          + "".join(f"; {a}" for a in again) + ". `default` = the joint order + the answer gate (threshold "
