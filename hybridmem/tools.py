@@ -54,7 +54,8 @@ def nothing_found(resp: Any) -> str:
         return NOTHING_FOUND
     if ranking.abstained:
         return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
-                f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g}.")
+                f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g} (an answer "
+                "threshold of 0 lists the nearest notes anyway).")
     reason = getattr(resp, "fallback_reason", None)
     missing = missing_session(getattr(resp, "notice", None))
     if not ranking.candidates and missing:  # a session id no folder holds: say so, not "no file in scope"
@@ -172,6 +173,7 @@ class Arg:
     required: bool = False
     minimum: float | None = None
     maximum: float | None = None
+    below: float | None = None  # an exclusive maximum (JSON schema's exclusiveMaximum)
     enum: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
 
@@ -181,6 +183,8 @@ class Arg:
             out["minimum"] = self.minimum
         if self.maximum is not None:
             out["maximum"] = self.maximum
+        if self.below is not None:
+            out["exclusiveMaximum"] = self.below
         if self.enum:
             out["enum"] = list(self.enum)
         if default is not None:
@@ -206,6 +210,9 @@ class Arg:
         if not lo <= value <= hi:
             bounds = f"between {_num(lo)} and {_num(hi)}" if self.maximum is not None else f">= {_num(lo)}"
             raise HybridMemError(f"{self.name} must be {bounds}, got {value!r}")
+        if self.below is not None and not value < self.below:
+            raise HybridMemError(f"{self.name} must be from {_num(lo)} up to (not including) {_num(self.below)}, "
+                                 f"got {value!r}")
         return int(value) if self.type == "integer" else float(value)
 
 
@@ -217,12 +224,16 @@ SEARCH_ARGS: tuple[Arg, ...] = (
     Arg("query", "string", "What to recall, in natural language or exact identifiers.", required=True),
     Arg("max_results", "integer", "How many results at most.", minimum=1, maximum=50, aliases=("maxResults",)),
     Arg("min_score", "number", "Drop results scoring lower.", minimum=0, maximum=1, aliases=("minScore",)),
+    Arg("answer_threshold", "number", "The answer gate's bar: when its chance that memory holds an answer is lower, "
+        "nothing comes back. 0 lists the nearest notes anyway (when you know memory holds the answer, e.g. in "
+        "another language than the question).", minimum=0, below=1, aliases=("answerThreshold",)),
     Arg("source", "string", "Only notes, or only sessions.", enum=SOURCES),
     Arg("session", "string", "Only this session transcript (id or file name).", aliases=("sessionId",)),
     Arg("path_prefix", "string", "Only files whose path starts with this: a folder ends with / (memory/projects/; "
         "memory/projects would match memory/projects-old/ too), or a name's start (memory/2026-01 for January's "
         "daily notes).", aliases=("pathPrefix",)),
 )
+RANKING_ARGS = ("max_results", "min_score", "answer_threshold")  # memory_search's arguments that change the ranking
 MAX_LINE = 2**31 - 1  # past any file's end (a huge number is refused here, not echoed in 309 digits)
 GET_ARGS: tuple[Arg, ...] = (
     Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md, or a search result's "
@@ -323,10 +334,11 @@ class MemoryTools:
 
     def definitions(self, fmt: str = "openai") -> list[dict[str, Any]]:
         """Both tools' definitions in ``fmt`` (``openai``, ``anthropic`` or ``json_schema``); the search schema shows
-        the served ranking's max_results and min_score as defaults (the backend's settings, else the config's)."""
+        the served ranking's max_results, min_score and answer_threshold as defaults (the backend's settings, else the
+        config's)."""
         settings = getattr(self.backend, "settings", None)
         ranking = getattr(settings, "ranking", DEFAULT_RANKING)
-        defaults = {"max_results": ranking.max_results, "min_score": ranking.min_score}
+        defaults = {k: getattr(ranking, k) for k in RANKING_ARGS}
         return [
             _definition("memory_search", SEARCH_DESCRIPTION, build_schema(SEARCH_ARGS, defaults), fmt),
             _definition("memory_get", GET_DESCRIPTION, GET_SCHEMA, fmt),
@@ -362,7 +374,7 @@ class MemoryTools:
         a = parse_args(args, SEARCH_ARGS)
         if not a["query"].strip():
             raise ArgumentError("query is empty: give the words to search for")
-        overrides = {k: a[k] for k in ("max_results", "min_score") if k in a}
+        overrides = {k: a[k] for k in RANKING_ARGS if k in a}
         scope = {k: a.get(k) for k in ("source", "session")}
         if "path_prefix" in a:
             scope["path_prefix"] = a["path_prefix"]

@@ -88,7 +88,8 @@ async def _session_checks(client: Client, ws: Path) -> None:
         assert t.annotations.read_only_hint is True and t.annotations.idempotent_hint is True
         assert t.output_schema["type"] == "object" and len(t.description) < 250
     assert set(tools["memory_search"].input_schema["properties"]) == {
-        "query", "max_results", "min_score", "source", "session", "path_prefix"}
+        "query", "max_results", "min_score", "answer_threshold", "source", "session", "path_prefix"}
+    assert tools["memory_search"].input_schema["properties"]["answer_threshold"]["default"] == 0.07
     assert set(tools["memory_get"].input_schema["properties"]) == {"path", "from", "lines"}
 
     r = await client.call_tool("memory_search", {"query": "retry backoff payment_processor", "max_results": 3})
@@ -96,6 +97,13 @@ async def _session_checks(client: Client, ws: Path) -> None:
     hits = r.structured_content["results"]
     assert hits[0]["citation"] == f"{FILE}#L1-L26" and len(hits) <= 3
     assert re.match(rf"{re.escape(FILE)}#L1-L26 \(score 0\.\d\d\)", r.content[0].text)  # calibrated: below 1
+
+    # the answer gate refuses (one sentence, naming the way past it); answer_threshold 0 lists the nearest notes
+    r = await client.call_tool("memory_search", {"query": "tiramisu recipe with mascarpone"})
+    assert not r.is_error and r.structured_content["results"] == []
+    assert "under its threshold of 0.07 (an answer threshold of 0 lists the nearest notes anyway)." in r.content[0].text
+    r = await client.call_tool("memory_search", {"query": "tiramisu recipe with mascarpone", "answerThreshold": 0})
+    assert not r.is_error and r.structured_content["results"][0]["path"] == "memory/topics/recipes.md"
 
     r = await client.call_tool("memory_get", {"path": FILE, "from": 3, "lines": 2})
     assert not r.is_error
@@ -108,6 +116,8 @@ async def _session_checks(client: Client, ws: Path) -> None:
         (("memory_get", {"path": "/etc/passwd"}), "absolute paths are refused"),
         (("memory_search", {"query": "x", "max_results": "many"}), "max_results must be an integer, got 'many'."),
         (("memory_search", {"query": "x", "source": "web"}), "source must be one of 'memory', 'sessions'"),
+        (("memory_search", {"query": "x", "answer_threshold": 2}), "answer_threshold must be from 0 up to (not "
+                                                                   "including) 1, got 2."),
         (("memory_search", {}), "query is required (a string)."),
         (("memory_search", {"query": "x", "colour": 1}), "unknown argument(s): colour"),
         (("memory_nope", {}), "Unknown tool 'memory_nope'."),

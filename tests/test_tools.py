@@ -35,6 +35,24 @@ def test_search_handler_returns_json_with_citations(tools):
     assert sum(len(r["snippet"]) for r in out["results"]) <= 4000
 
 
+def test_answer_threshold_is_the_gates_bar_for_one_search(tools):
+    """An agent that knows memory holds the answer (a note in another language than its question, which the gate
+    reads less well) can lower the answer gate's bar for one search; the refusal says how, and the schema shows the
+    served threshold."""
+    schema = tools.definitions("json_schema")[0]
+    props = schema.get("parameters", schema.get("input_schema", schema))["properties"]
+    assert props["answer_threshold"]["default"] == 0.07 and props["answer_threshold"]["exclusiveMaximum"] == 1
+    refused = json.loads(tools.handle("memory_search", {"query": "belt of my bag"}))
+    assert refused["results"] == [] and refused["message"].endswith(
+        "under its threshold of 0.07 (an answer threshold of 0 lists the nearest notes anyway).")
+    listed = json.loads(tools.handle("memory_search", {"query": "belt of my bag", "answerThreshold": 0}))
+    assert listed["results"][0]["path"] == "memory/topics/cars.md" and listed["answer_probability"] is None
+    for value, said in ((-0.5, "answer_threshold must be >= 0, got -0.5"),
+                        (1, "answer_threshold must be from 0 up to (not including) 1, got 1")):
+        bad = json.loads(tools.handle("memory_search", {"query": "timing belt", "answer_threshold": value}))
+        assert bad["error"] == said and bad["bad_arguments"] is True
+
+
 def test_citation_modes(workspace):
     idx = MemoryIndex(workspace, embedder=HashEmbedder())
     idx.sync()

@@ -22,7 +22,9 @@ from hybridmem.searching import notice_beside_empty
 from hybridmem.serve.service import MemoryService, guarded
 from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH_PROMPT_NAME, WRITE_ARGS,
                                    WRITE_DESCRIPTION, write_note)
-from hybridmem.tools import GET_ARGS, NOTHING_FOUND, SEARCH_ARGS, build_schema, parse_args, recall as tools_recall
+from hybridmem.tools import (
+    GET_ARGS, NOTHING_FOUND, RANKING_ARGS, SEARCH_ARGS, build_schema, parse_args, recall as tools_recall,
+)
 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
@@ -62,7 +64,7 @@ WRITE_OUTPUT = {"type": "object", "properties": {
 def tool_list(service: MemoryService, allow_write: bool) -> list[types.Tool]:
     """The served tools; the search schema's defaults are the served ranking's."""
     ranking = getattr(service.settings, "ranking", DEFAULT_RANKING)
-    defaults = {"max_results": ranking.max_results, "min_score": ranking.min_score}
+    defaults = {k: getattr(ranking, k) for k in RANKING_ARGS}
     read = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False,
                                  open_world_hint=False)
     tools = [

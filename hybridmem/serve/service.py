@@ -34,7 +34,7 @@ from hybridmem.index import MemoryIndex
 from hybridmem.querylog import QueryLog, log_path, ranking_hash
 from hybridmem.reader import cited_lines
 from hybridmem.sync.lock import sync_running
-from hybridmem.tools import GET_ARGS, SEARCH_ARGS, MemoryTools, parse_args
+from hybridmem.tools import GET_ARGS, RANKING_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
 LOADING_REASON = "the embedding model is still loading: keyword-only"
 CLOSE_WAIT_S = 30.0  # how long close() waits, in all, for the background work still running
@@ -216,7 +216,7 @@ class MemoryService:
         ms = (time.perf_counter() - t0) * 1000
         args = parse_args({"query": query, **kwargs}, SEARCH_ARGS)
         args.pop("query")
-        cfg = self.settings.ranking.replace(**{k: args[k] for k in ("max_results", "min_score") if k in args})
+        cfg = self.settings.ranking.replace(**{k: args[k] for k in RANKING_ARGS if k in args})
         hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
         record = self.log.search(client, out["query"], args, ranking_hash(cfg), hits, ms)  # as searched (capped)
         out["search_id"] = record["id"]
