@@ -78,8 +78,8 @@ def markdown(result: EvalResult, comparison: Comparison | None = None, dataset: 
             lines += _table(["config", *result.metrics],
                             [[n, *(f"{ms[m]:.4f}" for m in result.metrics)] for n, ms in per.items()])
             lines.append("")
-    lines += ["", "## Configs", "", "Each config as ranked to the deepest metric's depth (the eval sets `max_results` to the depth and "
-              "`max_injected_chars` to 0; everything else is the config's own).", "", "```json",
+    lines += ["", "## Configs", "", "Each config as ranked to the deepest metric's depth (the eval sets `max_results` "
+              "to the depth and `max_injected_chars` to 0; everything else is the config's own).", "", "```json",
               json.dumps({n: dataclasses.asdict(c) for n, c in result.configs.items()}, indent=1), "```"]
     if dataset is not None:
         lines += ["", "## Dataset", "", f"Reference time (decay clock): {dataset.reference_time}."]

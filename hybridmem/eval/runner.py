@@ -303,7 +303,7 @@ class Evaluator:
         deepest = max(groups)
         sub = self.dataset.select(split, categories)
         qids = [q.id for q in sub.queries]
-        cfgs, cands = self.prepare(named, deepest, min_score)  # one retrieval, at the deepest pool: the rest are prefixes
+        cfgs, cands = self.prepare(named, deepest, min_score)  # one retrieval, at the deepest pool
         scorer = Scorer(qids, sub.qrels)
         per_query: dict[str, dict[str, np.ndarray]] = {name: {} for name in cfgs}
         t0 = time.perf_counter()

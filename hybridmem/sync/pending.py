@@ -57,7 +57,8 @@ def unread_words(unread: Counter[str], total: int, model: str) -> str:
     ``model`` does not read (``unread``: chunks per script, :func:`unread_script`), and what to do about it.
 
     Example:
-        >>> print(unread_words(Counter({"THAI": 8, "ARABIC": 6}), 40, "all-MiniLM-L6-v2"))  # doctest: +NORMALIZE_WHITESPACE
+        >>> print(unread_words(Counter({"THAI": 8, "ARABIC": 6}), 40, "all-MiniLM-L6-v2"))
+        ... # doctest: +NORMALIZE_WHITESPACE
         14 of 40 chunks embedded are written mostly in scripts all-MiniLM-L6-v2 does not read (Thai 8, Arabic 6): its
         vectors of them are close to random, so only the keyword leg finds them; multilingual-e5-small, the default
         model, reads them ([embedding] provider = "e5").
