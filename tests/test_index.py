@@ -357,8 +357,9 @@ def test_a_sync_from_another_folder_that_deletes_most_files_warns(tmp_path: Path
 def test_a_sync_says_which_chunks_are_in_scripts_the_model_does_not_read(tmp_path: Path):
     """all-MiniLM-L6-v2 reads Latin alone (``Embedder.scripts``): a memory with Thai and Arabic notes gets vectors
     close to random for them, which the search copes with query by query (the adaptive step drops the blind leg) but
-    the user was never told. The sync that embeds them says how many, in which scripts, and what reads them; a
-    sync with nothing new to embed, and a model that reads every script, say nothing."""
+    the user was never told. The sync that stores them says how many, in which scripts, and what reads them, also
+    when their vectors come from a cache; a sync with nothing new, and a model that reads every script, say
+    nothing."""
     ws = tmp_path / "ws"
     write(ws, "MEMORY.md", "# Memory\n\n- The staging Redis listens on port 6380 (ステージング).\n")
     write(ws, "memory/th.md", "# 2026-03-01\n\n- คุณยายไปตรวจความดันโลหิตที่โรงพยาบาลศิริราชเมื่อวันจันทร์\n")
@@ -369,9 +370,11 @@ def test_a_sync_says_which_chunks_are_in_scripts_the_model_does_not_read(tmp_pat
         report = idx.sync()
         assert report.embedded == 3
         said = [w for w in report.warnings if "does not read" in w]
-        assert said == ["2 of 3 chunks embedded are written mostly in scripts latin-only does not read (Arabic 1, "
+        assert said == ["2 of 3 chunks indexed are written mostly in scripts latin-only does not read (Arabic 1, "
                         "Thai 1): its vectors of them are close to random, so only the keyword leg finds them; "
                         'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").']
-        assert idx.sync().warnings == []  # nothing new to embed
+        assert idx.sync().warnings == []  # nothing new to index
+        again = idx.sync(force=True)  # a full reindex: every vector from the index's own cache
+        assert again.embedded == 0 and again.cache_hits == 3 and again.warnings == said
     with MemoryIndex(ws, index_path=tmp_path / "j.sqlite", embedder=HashEmbedder(dims=32)) as idx:
         assert idx.sync().warnings == []  # a model that claims every script (scripts None)

@@ -7,6 +7,7 @@ through the same chunking, tokenization, embedding cache and store code.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,15 +18,56 @@ import numpy as np
 from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
+from hybridmem.ranking.adaptive import letter_script
 from hybridmem.records import Document
 from hybridmem.sessions import keyword_text
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 from hybridmem.sync.lock import try_sync_lock
-from hybridmem.sync.pending import cached_vectors, embed_pending, unread_words
+from hybridmem.sync.pending import cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
+UNREAD_LETTERS = 400  # letters of a chunk read for its script (unread_script)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
+    """The script most of ``text``'s letters (its first :data:`UNREAD_LETTERS`) are written in, where the embedding
+    model does not read it (``scripts``, ``Embedder.scripts``: all-MiniLM-L6-v2 reads Latin alone; None, any); else
+    None. The model's vector of such a chunk is close to random: only the keyword leg finds it.
+
+    Example:
+        >>> unread_script("# 2026-11-05\\n- คุณยายไปตรวจความดันที่โรงพยาบาล (Siriraj)", frozenset({"LATIN"}))
+        'THAI'
+        >>> unread_script("Staging Redis listens on 6380 (ステージング)", frozenset({"LATIN"})) is None
+        True
+    """
+    if scripts is None:
+        return None
+    if "LATIN" in scripts and not any(c.isalpha() for c in _NON_ASCII.findall(text, 0, 4 * UNREAD_LETTERS)):
+        return None  # letters in ASCII alone, the common case: found at C speed
+    letters = [c for c in text[:8 * UNREAD_LETTERS] if c.isalpha()][:UNREAD_LETTERS]
+    outside = Counter(s for s in map(letter_script, letters) if s not in scripts)
+    return outside.most_common(1)[0][0] if 2 * outside.total() > len(letters) else None
+
+
+def unread_words(unread: Counter[str], total: int, model: str) -> str:
+    """One sentence for ``hybridmem index``: how many of the ``total`` chunks a sync stored are written in scripts
+    ``model`` does not read (``unread``: chunks per script, :func:`unread_script`), and what to do about it.
+
+    Example:
+        >>> print(unread_words(Counter({"THAI": 8, "ARABIC": 6}), 40, "all-MiniLM-L6-v2"))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        14 of 40 chunks indexed are written mostly in scripts all-MiniLM-L6-v2 does not read (Thai 8, Arabic 6): its
+        vectors of them are close to random, so only the keyword leg finds them; multilingual-e5-small, the default
+        model, reads them ([embedding] provider = "e5").
+    """
+    named = ", ".join(f"{s if s == 'CJK' else s.title()} {n}" for s, n in unread.most_common())
+    verb = "is" if unread.total() == 1 else "are"
+    return (f"{unread.total():,} of {total:,} chunks indexed {verb} written mostly in scripts {model} does not read "
+            f"({named}): its vectors of them are close to random, so only the keyword leg finds them; "
+            'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").')
 
 
 @dataclass
@@ -104,8 +146,14 @@ def apply_documents(
             store.delete_file(path)
             store.bump_generation()
     total = len(changed)
+    scripts = getattr(embedder, "scripts", None)  # what the model reads (None: any script)
+    unread: Counter[str] = Counter()  # chunks stored here in a script it does not read, per script
+    stored = 0
     for start, stop in _batches(total, batch_files):
         batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
+        stored += sum(len(p.chunks) for p, _ in batch)
+        if scripts is not None:
+            unread.update(s for p, _ in batch for c in p.chunks if (s := unread_script(c["text"], scripts)))
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
             hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
@@ -119,6 +167,8 @@ def apply_documents(
             progress("index", stop, total)
     if embedder is None:
         return
+    if unread:
+        report.warnings.append(unread_words(unread, stored, embedder.model))
     waiting = store.pending_count()
     if embed_limit is not None and waiting > embed_limit:
         report.warnings.append(f"{waiting:,} chunks wait for their vector (searchable by keyword now); "
@@ -130,10 +180,7 @@ def apply_documents(
                 report.warnings.append(f"another process is indexing {store.path}: it embeds the {waiting:,} "
                                        "chunks still without a vector (searchable by keyword now)")
             return
-        unread: Counter[str] = Counter()
-        n_embedded, hits = embed_pending(store, embedder, shared, progress, unread=unread)
-    if unread:
-        report.warnings.append(unread_words(unread, waiting, embedder.model))
+        n_embedded, hits = embed_pending(store, embedder, shared, progress)
     report.embedded += n_embedded
     report.cache_hits += hits
 

@@ -13,61 +13,17 @@ Caches, nearest first: the index's own ``embedding_cache``, then the user-level 
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Callable
 
 import numpy as np
 
 from hybridmem.embeddings.base import Embedder
-from hybridmem.ranking.adaptive import letter_script
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
 
 Progress = Callable[[str, int, int], None]
 EMBED_BATCH = 128  # pending chunks embedded (and committed) together: ~20-60 s of e5 on 2 busy cores, so "vectors for N of M" moves
 TOKENS_STAGE = "embed-tokens"  # progress(TOKENS_STAGE, tokens, 0): tokens embedded so far in this sync
-UNREAD_LETTERS = 400  # letters of a chunk read for its script (unread_script)
-
-
-def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
-    """The script most of ``text``'s letters (its first :data:`UNREAD_LETTERS`) are written in, where the embedding
-    model does not read it (``scripts``, ``Embedder.scripts``: all-MiniLM-L6-v2 reads Latin alone; None, any); else
-    None. The model's vector of such a chunk is close to random: only the keyword leg finds it.
-
-    Example:
-        >>> unread_script("# 2026-11-05\\n- คุณยายไปตรวจความดันที่โรงพยาบาล (Siriraj)", frozenset({"LATIN"}))
-        'THAI'
-        >>> unread_script("Staging Redis listens on 6380 (ステージング)", frozenset({"LATIN"})) is None
-        True
-    """
-    if scripts is None:
-        return None
-    counts: Counter[str] = Counter()
-    for ch in text:
-        if ch.isalpha():
-            counts[letter_script(ch)] += 1
-            if counts.total() >= UNREAD_LETTERS:
-                break
-    outside = Counter({s: n for s, n in counts.items() if s not in scripts})
-    return outside.most_common(1)[0][0] if 2 * outside.total() > counts.total() else None
-
-
-def unread_words(unread: Counter[str], total: int, model: str) -> str:
-    """One sentence for ``hybridmem index``: how many of the ``total`` chunks just embedded are written in scripts
-    ``model`` does not read (``unread``: chunks per script, :func:`unread_script`), and what to do about it.
-
-    Example:
-        >>> print(unread_words(Counter({"THAI": 8, "ARABIC": 6}), 40, "all-MiniLM-L6-v2"))
-        ... # doctest: +NORMALIZE_WHITESPACE
-        14 of 40 chunks embedded are written mostly in scripts all-MiniLM-L6-v2 does not read (Thai 8, Arabic 6): its
-        vectors of them are close to random, so only the keyword leg finds them; multilingual-e5-small, the default
-        model, reads them ([embedding] provider = "e5").
-    """
-    named = ", ".join(f"{s if s == 'CJK' else s.title()} {n}" for s, n in unread.most_common())
-    verb = "is" if unread.total() == 1 else "are"
-    return (f"{unread.total():,} of {total:,} chunks embedded {verb} written mostly in scripts {model} does not read "
-            f"({named}): its vectors of them are close to random, so only the keyword leg finds them; "
-            'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").')
 
 
 def cached_vectors(
@@ -112,11 +68,10 @@ def embed_texts(
 
 def embed_pending(
     store: Store, embedder: Embedder, shared: SharedCache | None = None, progress: Progress | None = None,
-    batch: int = EMBED_BATCH, unread: Counter[str] | None = None,
+    batch: int = EMBED_BATCH,
 ) -> tuple[int, int]:
     """Embed every chunk stored without a vector, ``batch`` chunks a transaction (vectors, caches and a generation
-    bump together); ``unread`` counts, per script, the chunks written in one the model does not read
-    (:func:`unread_script`). Returns ``(texts embedded, cache hits)``."""
+    bump together). Returns ``(texts embedded, cache hits)``."""
     total = store.pending_count()
     if total == 0:
         return 0, 0
@@ -136,8 +91,6 @@ def embed_pending(
             break
         after = rows[-1][0]
         texts = {h: t for _, h, t in rows}
-        if unread is not None and getattr(embedder, "scripts", None) is not None:
-            unread.update(script for _, _, t in rows if (script := unread_script(t, embedder.scripts)))
         cb = (lambda n, base=done: report(base + n)) if progress else None
         vectors, fresh, n_hits = embed_texts(store, embedder, texts, shared, cb)
         embedded += len(fresh)
