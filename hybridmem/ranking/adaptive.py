@@ -28,14 +28,16 @@ Example:
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
 from functools import lru_cache
+from itertools import islice
 from typing import Any, Sequence
 
 from hybridmem.config import RankConfig
 from hybridmem.records import Candidates
 
 __all__ = ["AGREEMENT_DEPTH", "FLAT_FACTOR", "FLAT_MARGIN", "MAX_QUERY_LETTERS", "adapt", "adapted_weights",
-           "foreign_share", "letter_script", "reweight"]
+           "foreign_letters", "foreign_share", "letter_script", "reweight"]
 
 AGREEMENT_DEPTH = 10  # top entries of each leg compared for a shared chunk
 FLAT_MARGIN = 0.0  # cosine: top score minus the mean of the rest of the top AGREEMENT_DEPTH; 0 switches it off
@@ -65,15 +67,21 @@ def foreign_share(query: str, scripts: frozenset[str] | None) -> float:
     when ``scripts`` is None (the model claims every script) or the query has no letters."""
     if scripts is None:
         return 0.0
-    total = foreign = 0
-    for ch in query:
-        if ch.isalpha():
-            total += 1
-            if letter_script(ch) not in scripts:
-                foreign += 1
-            if total >= MAX_QUERY_LETTERS:
-                break
-    return foreign / total if total else 0.0
+    outside, total = foreign_letters(query, scripts)
+    return outside.total() / total if total else 0.0
+
+
+def foreign_letters(text: str, scripts: frozenset[str]) -> tuple[Counter[str], int]:
+    """Of ``text``'s first :data:`MAX_QUERY_LETTERS` letters: how many each script outside ``scripts`` writes, and how
+    many letters there are (a query's share for :func:`foreign_share`; a chunk's script the model cannot read for the
+    sync's warning).
+
+    Example:
+        >>> foreign_letters("ไทย car عربي", frozenset({"LATIN"}))
+        (Counter({'ARABIC': 4, 'THAI': 3}), 10)
+    """
+    letters = list(islice((c for c in text if c.isalpha()), MAX_QUERY_LETTERS))
+    return Counter(s for s in map(letter_script, letters) if s not in scripts), len(letters)
 
 
 def _looks_blind(candidates: Candidates, flat_margin: float, depth: int) -> bool:

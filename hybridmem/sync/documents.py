@@ -18,7 +18,7 @@ import numpy as np
 from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
-from hybridmem.ranking.adaptive import letter_script
+from hybridmem.ranking.adaptive import MAX_QUERY_LETTERS, foreign_letters
 from hybridmem.records import Document
 from hybridmem.sessions import keyword_text
 from hybridmem.store import Store
@@ -28,14 +28,14 @@ from hybridmem.sync.pending import cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
-UNREAD_LETTERS = 400  # letters of a chunk read for its script (unread_script)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
-    """The script most of ``text``'s letters (its first :data:`UNREAD_LETTERS`) are written in, where the embedding
-    model does not read it (``scripts``, ``Embedder.scripts``: all-MiniLM-L6-v2 reads Latin alone; None, any); else
-    None. The model's vector of such a chunk is close to random: only the keyword leg finds it.
+    """The script most of ``text``'s letters are written in, where the embedding model does not read it (``scripts``,
+    ``Embedder.scripts``: all-MiniLM-L6-v2 reads Latin alone; None, any); else None. Its first 400 letters are read
+    as a query's are for the adaptive step (:func:`~hybridmem.ranking.adaptive.foreign_letters`). The model's vector
+    of such a chunk is close to random: only the keyword leg finds it.
 
     Example:
         >>> unread_script("# 2026-11-05\\n- คุณยายไปตรวจความดันที่โรงพยาบาล (Siriraj)", frozenset({"LATIN"}))
@@ -45,11 +45,10 @@ def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
     """
     if scripts is None:
         return None
-    if "LATIN" in scripts and not any(c.isalpha() for c in _NON_ASCII.findall(text, 0, 4 * UNREAD_LETTERS)):
+    if "LATIN" in scripts and not any(c.isalpha() for c in _NON_ASCII.findall(text, 0, 4 * MAX_QUERY_LETTERS)):
         return None  # letters in ASCII alone, the common case: found at C speed
-    letters = [c for c in text[:8 * UNREAD_LETTERS] if c.isalpha()][:UNREAD_LETTERS]
-    outside = Counter(s for s in map(letter_script, letters) if s not in scripts)
-    return outside.most_common(1)[0][0] if 2 * outside.total() > len(letters) else None
+    outside, letters = foreign_letters(text, scripts)
+    return outside.most_common(1)[0][0] if 2 * outside.total() > letters else None
 
 
 def unread_words(unread: Counter[str], total: int, model: str) -> str:
