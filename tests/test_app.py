@@ -379,7 +379,7 @@ def test_sweep_chooses_its_best_point_on_train_queries_only(tmp_path):
     train = frame(at, "sweep_table")["ndcg@10"].tolist()
     at.selectbox(key="sweep_split").set_value("all").run()
     assert not at.exception
-    assert any("Best point chosen on all queries (80 queries), test included" in c.value for c in at.caption)
+    assert any("Best point chosen on all queries (81 queries), test included" in c.value for c in at.caption)
     assert frame(at, "sweep_table")["ndcg@10"].tolist() != train
     ws = _label_workspace(tmp_path)  # a folder's own labels: no train split
     LabelStore(ws).judge("TLS certificate", "memory/2026-01-02.md", 1, 4)
@@ -411,7 +411,7 @@ def test_evaluation_scores_saved_configs_filters_and_exports():
     row = means.set_index("config")
     assert row.loc["sidebar", "ndcg@10"] == row.loc["default", "ndcg@10"]
     per_query = frame(at, "eval_per_query")
-    assert len(per_query) == 6 * 80
+    assert len(per_query) == 6 * 81
     at.slider(key="eval_q_max").set_value(0.0).run()
     assert (frame(at, "eval_per_query")["ndcg@10"] == 0.0).all()
     assert len(at.get("download_button")) == 3
@@ -427,18 +427,18 @@ def test_evaluation_shows_every_row_after_the_sidebar_switches_dataset(tmp_path)
     ws = _label_workspace(tmp_path)
     LabelStore(ws).judge("TLS certificate", "memory/2026-01-02.md", 1, 4)
     at = page("evaluation")
-    assert len(frame(at, "eval_per_query")) == 6 * 80
+    assert len(frame(at, "eval_per_query")) == 6 * 81
     at.selectbox(key="src_kind").set_value("folder").run()
     at.text_input(key="src_path").input(str(ws)).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(frame(at, "eval_per_query")) == 6 * 1
     at.selectbox(key="src_kind").set_value("demo").run()
     assert not at.exception, [e.value for e in at.exception]
-    assert len(frame(at, "eval_per_query")) == 6 * 80
-    assert any(c.value == "480 rows of 480." for c in at.caption)
+    assert len(frame(at, "eval_per_query")) == 6 * 81
+    assert any(c.value == "486 rows of 486." for c in at.caption)
     # a filter the user narrowed holds while the dataset and the configs stay
     at.multiselect(key="eval_q_configs").set_value(["keyword"]).run()
-    assert len(frame(at, "eval_per_query")) == 80
+    assert len(frame(at, "eval_per_query")) == 81
     at.slider(key="eval_q_max").set_value(0.5).run()
     assert set(frame(at, "eval_per_query")["config"]) <= {"keyword"}
 
@@ -585,7 +585,8 @@ def test_fusion_compare_says_why_a_method_returned_nothing_for_the_query():
     moves = frame(at, "fusion_moves")
     empty = [c for c in ("joint", "weighted") if (moves[c] == "—").all()]  # no rows at all: both
     assert empty == ["joint", "weighted"] and sorted(n.split()[0] for n in notes) == empty, (empty, notes)
-    assert all("answer gate" in n and "threshold of 0.99" in n for n in notes), notes
+    assert all("answer gate" in n and "threshold of 0.99" in n and "threshold of 0 in the sidebar" in n
+               for n in notes), notes
     at.number_input(key="cfg_answer_threshold").set_value(0.0).run()
     assert not [c.value for c in at.caption if "returned nothing for this query: the answer gate" in c.value]
 

@@ -256,7 +256,8 @@ def nothing_returned(name: str, ranking: Ranking, cfg: RankConfig) -> str | None
         return None
     if ranking.abstained and ranking.answer_probability is not None:
         return (f"{name} returned nothing for this query: the answer gate put the chance that memory holds an answer "
-                f"at {ranking.answer_probability:.2f}, under its threshold of {cfg.answer_threshold:g}.")
+                f"at {ranking.answer_probability:.2f}, under its threshold of {cfg.answer_threshold:g} (an answer "
+                "threshold of 0 in the sidebar lists the nearest notes anyway).")
     if not ranking.candidates:
         return f"{name} returned nothing for this query: neither leg found a candidate."
     reasons = {h.cut_reason for h in ranking.candidates}
