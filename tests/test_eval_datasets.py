@@ -106,9 +106,9 @@ def test_chatter_counts():
 
 def test_demo_counts():
     ds = load_dataset("demo")
-    assert len(ds.queries) == 80
-    assert sum(len(v) for v in ds.qrels.values()) == 195
-    assert Counter(q.split for q in ds.queries) == {"train": 43, "test": 37}
+    assert len(ds.queries) == 81
+    assert sum(len(v) for v in ds.qrels.values()) == 196
+    assert Counter(q.split for q in ds.queries) == {"train": 43, "test": 38}
     assert ds.workspace is not None and (ds.workspace / "MEMORY.md").is_file()
     assert ds.reference_time == 1793534400.0  # 2026-11-01T12:00:00+00:00
 

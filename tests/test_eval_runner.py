@@ -90,13 +90,13 @@ def test_rankings_of_one_query_are_the_evaluations(demo_eval):
 
 def test_compare_and_categories(demo_eval):
     res = demo_eval.evaluate(["keyword", "weighted", "rrf"], ["ndcg@10", "evidence_recall@5"], split="test")
-    assert len(res.query_ids) == 37
+    assert len(res.query_ids) == 38
     cmp = compare(res, baseline="keyword")
     row = cmp.row("weighted", "ndcg@10")
-    assert row["wins"] + row["losses"] + row["ties"] == 37
+    assert row["wins"] + row["losses"] + row["ties"] == 38
     assert 0.0 <= row["p_value"] <= 1.0
     same = cmp.row("keyword", "ndcg@10")
-    assert same["p_value"] == 1.0 and same["ties"] == 37
+    assert same["p_value"] == 1.0 and same["ties"] == 38
     assert row["delta"] == pytest.approx(res.means["weighted"]["ndcg@10"] - res.means["keyword"]["ndcg@10"])
     by_cat = res.by_category()
     assert set(by_cat) == {q.category for q in demo_eval.dataset.select("test").queries}

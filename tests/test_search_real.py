@@ -161,7 +161,7 @@ def test_documents_never_go_through_the_onnx_copy(onnx_embedder):
 
 
 def test_onnx_rankings_equal_torch_rankings_on_the_demo_set(demo_index, onnx_embedder):
-    """What "results identical" means for the ONNX copy: on all 80 labeled demo queries, the default ranking (and the
+    """What "results identical" means for the ONNX copy: on all 81 labeled demo queries, the default ranking (and the
     vector leg's candidate list) from the ONNX query vector equals the one from the eager torch vector."""
     from hybridmem.embeddings.local import SentenceTransformerEmbedder
     from hybridmem.ranking import rank

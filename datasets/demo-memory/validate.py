@@ -243,7 +243,9 @@ def main() -> int:
         print(f"  {c:<16}{tr:>6}{te:>6}{tr + te:>7}")
         if tr + te < 6:
             err(f"category {c}: only {tr + te} queries (need >= 6)")
-        if abs(tr - te) > 1:
+        # no-answer is 11/9: n004 turned out to have an answer and became q081 (test); a train row moved to test
+        # would put a question the answer gate was fitted on into the split it is measured on
+        if abs(tr - te) > (2 if c == "no-answer" else 1):
             err(f"category {c}: unbalanced split {tr}/{te}")
     tot_tr = sum(1 for q in queries if q["split"] == "train")
     print(f"  {'ALL':<16}{tot_tr:>6}{len(queries) - tot_tr:>6}{len(queries):>7}")
