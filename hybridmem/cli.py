@@ -121,6 +121,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status)
     else:
         for k, v in status.items():
+            if k == "unread_note":  # a sentence: said below, with the other notes
+                continue
             if k == "last_sync" and v:
                 v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
             elif k == "vectors" and v:  # not Python's repr of the dict in a plain listing
@@ -129,6 +131,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status.get("changed_on_disk"):
         print(f"note: {counted(status['changed_on_disk'], 'file')} changed on disk since the last sync; "
               "`hybridmem index` (or a search, which syncs first) picks them up", file=sys.stderr)
+    if status.get("unread_note"):
+        print(f"note: {status['unread_note']}", file=sys.stderr)
     if status.get("sync_interrupted"):
         print("note: the last sync stopped before it finished (killed or failed): some files may be missing or out "
               "of date; `hybridmem index` finishes it", file=sys.stderr)

@@ -23,6 +23,7 @@ from hybridmem.ranking.language import preload as preload_language_identifier
 from hybridmem.records import SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import find_session
+from hybridmem.sync.documents import unread_note
 from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
@@ -168,17 +169,20 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
 
 
 def status_report(store: Any, retriever: Retriever, embedder: LazyEmbedder, progress: Progress) -> dict[str, Any]:
-    """The store's counts and identity, how vectors are searched, and how far embedding has got."""
-    meta, loaded = store.all_meta(), embedder.loaded
+    """The store's counts and identity, how vectors are searched, how far embedding has got, and how many chunks are
+    in scripts the model does not read (``unread_note``, only when some are)."""
+    meta, loaded, counts = store.all_meta(), embedder.loaded, store.counts()
+    embedded = meta.get("provider", "none") != "none"
+    unread = unread_note(store, counts["chunks"], meta.get("model", "")) if embedded else None
     vectors, note = progress
     backend = "pgvector" if store.backend == "postgres" else "sqlite-vec" if store.vec_available else "numpy"
     return {
-        **store.counts(), "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
+        **counts, "provider": meta.get("provider", "none"), "model": meta.get("model", ""),
         "dims": int(meta.get("dims", 0) or 0), "vector_backend": backend,
         "vector_search": retriever.vector_search_label(), "vec_error": store.vec_error, "driver": store.driver,
         "fts_tokenizer": meta.get("fts_tokenizer", fts_tokenizer_spec()), "settings_hash": meta.get("settings_hash"),
         "cache_entries": store.cache_count(),
         "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None, "read_only": store.read_only,
         "query_embedding": getattr(embedder.current, "runtime", None) if loaded else None,
-        "vectors": vectors, **({"vectors_note": note} if note else {}),
+        "vectors": vectors, **({"vectors_note": note} if note else {}), **({"unread_note": unread} if unread else {}),
     }

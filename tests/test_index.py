@@ -359,7 +359,8 @@ def test_a_sync_says_which_chunks_are_in_scripts_the_model_does_not_read(tmp_pat
     close to random for them, which the search copes with query by query (the adaptive step drops the blind leg) but
     the user was never told. The sync that stores them says how many, in which scripts, and what reads them, also
     when their vectors come from a cache; a sync with nothing new, and a model that reads every script, say
-    nothing."""
+    nothing. ``status`` (``hybridmem status``, ``memory_status``) says it over the whole index for as long as such
+    chunks are in it."""
     ws = tmp_path / "ws"
     write(ws, "MEMORY.md", "# Memory\n\n- The staging Redis listens on port 6380 (ステージング).\n")
     write(ws, "memory/th.md", "# 2026-03-01\n\n- คุณยายไปตรวจความดันโลหิตที่โรงพยาบาลศิริราชเมื่อวันจันทร์\n")
@@ -374,7 +375,19 @@ def test_a_sync_says_which_chunks_are_in_scripts_the_model_does_not_read(tmp_pat
                         "Thai 1): its vectors of them are close to random, so only the keyword leg finds them; "
                         'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").']
         assert idx.sync().warnings == []  # nothing new to index
+        assert idx.status()["unread_note"] == said[0]  # status says it after that sync too
         again = idx.sync(force=True)  # a full reindex: every vector from the index's own cache
         assert again.embedded == 0 and again.cache_hits == 3 and again.warnings == said
+        write(ws, "memory/th.md", "# 2026-03-01\n\n- Grandma had her blood pressure checked at Siriraj on Monday.\n")
+        assert [w for w in idx.sync().warnings if "does not read" in w] == []  # the edit stores Latin text only
+        assert idx.status()["unread_note"].startswith("1 of 3 chunks indexed is written mostly in scripts latin-only "
+                                                      "does not read (Arabic 1):")
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", embedder=latin) as idx:  # read back from the index file
+        assert "(Arabic 1)" in idx.status()["unread_note"]
+        (ws / "memory" / "ar.md").unlink()
+        idx.sync()
+        assert "unread_note" not in idx.status()  # every chunk left is Latin
     with MemoryIndex(ws, index_path=tmp_path / "j.sqlite", embedder=HashEmbedder(dims=32)) as idx:
+        write(ws, "memory/ar.md", "# 2026-03-02\n\n- زرعنا أشجار الزيتون والليمون في الحديقة الخلفية يوم السبت.\n")
         assert idx.sync().warnings == []  # a model that claims every script (scripts None)
+        assert "unread_note" not in idx.status()

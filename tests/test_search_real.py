@@ -224,3 +224,29 @@ def test_without_onnxruntime_torch_answers_and_says_why(demo_index, monkeypatch)
         assert np.array_equal(fast, _encode(embedder, text))
     assert runner.state == "refused" and "pip install 'hybridmem[embed]'" in runner.reason
     assert "onnxruntime is not installed" in demo_index.status()["query_embedding"]
+
+
+def test_status_and_memory_status_say_which_chunks_minilm_does_not_read(tmp_path):
+    """With the real all-MiniLM-L6-v2 (``provider = "local"``, Latin alone): a memory with a Korean note is indexed,
+    and ``hybridmem status`` and ``memory_status`` say so after that sync, not only the sync that stored it."""
+    import subprocess
+    import sys
+
+    from hybridmem.serve.service import MemoryService
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "local"\n', encoding="utf-8")
+    (ws / "MEMORY.md").write_text("# Memory\n\n- The staging Redis listens on port 6380.\n", encoding="utf-8")
+    (ws / "memory" / "ko.md").write_text("# 2026-03-03\n\n- 다음 주 화요일에 치과 예약이 있습니다. 오후 세 시.\n",
+                                         encoding="utf-8")
+    cmd = [sys.executable, "-m", "hybridmem.cli"]
+    out = subprocess.run(cmd + ["index", str(ws)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "(Hangul 1)" in out.stderr, out.stderr
+    out = subprocess.run(cmd + ["status", str(ws)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("note: 1 of 2 chunks indexed is written mostly in scripts all-MiniLM-L6-v2 does not read (Hangul 1): "
+            in out.stderr), out.stderr
+    assert "unread_note" not in out.stdout  # a sentence, said once as a note, not a row of the listing
+    with MemoryService(ws, watch=False, preload=False) as svc:
+        assert "all-MiniLM-L6-v2 does not read (Hangul 1)" in svc.status()["unread_note"]

@@ -7,6 +7,7 @@ through the same chunking, tokenization, embedding cache and store code.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+UNREAD_META = "unread_scripts"  # meta key: {path: {script: chunks}} of the files with chunks the model does not read
 
 
 def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
@@ -67,6 +69,25 @@ def unread_words(unread: Counter[str], total: int, model: str) -> str:
     return (f"{unread.total():,} of {total:,} chunks indexed {verb} written mostly in scripts {model} does not read "
             f"({named}): its vectors of them are close to random, so only the keyword leg finds them; "
             'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").')
+
+
+def unread_files(store: Store) -> dict[str, dict[str, int]]:
+    """The index's files with chunks in scripts its model does not read (:func:`unread_script`), as the syncs that
+    stored them recorded (:data:`UNREAD_META`): ``{path: {script: chunks}}``; empty when none, or unreadable."""
+    try:
+        got = json.loads(store.get_meta(UNREAD_META, "") or "{}")
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def unread_note(store: Store, chunks: int, model: str) -> str | None:
+    """:func:`unread_words` over the whole index (``chunks`` in it), for ``hybridmem status`` and ``memory_status``;
+    None when every chunk is in a script ``model`` reads."""
+    unread: Counter[str] = Counter()
+    for per in unread_files(store).values():
+        unread.update(per)
+    return unread_words(unread, chunks, model) if unread else None
 
 
 @dataclass
@@ -140,9 +161,12 @@ def apply_documents(
     them after every file is searchable by keyword. A crash leaves either the old or the new rows of a file, and
     pending chunks that the next sync embeds.
     """
+    files_unread = unread_files(store)  # kept beside the rows, so that status can say it after this sync
     for path in deleted:
         with store.transaction():
             store.delete_file(path)
+            if files_unread.pop(path, None):
+                store.set_meta(UNREAD_META, json.dumps(files_unread, ensure_ascii=False))
             store.bump_generation()
     total = len(changed)
     scripts = getattr(embedder, "scripts", None)  # what the model reads (None: any script)
@@ -151,8 +175,14 @@ def apply_documents(
     for start, stop in _batches(total, batch_files):
         batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
         stored += sum(len(p.chunks) for p, _ in batch)
-        if scripts is not None:
-            unread.update(s for p, _ in batch for c in p.chunks if (s := unread_script(c["text"], scripts)))
+        moved = False  # whether the batch changes files_unread
+        for p, meta in batch:
+            per = dict(Counter(s for c in p.chunks if (s := unread_script(c["text"], scripts))))
+            unread.update(per)
+            was = files_unread.pop(meta["path"], None)
+            if per:
+                files_unread[meta["path"]] = per
+            moved = moved or (per or None) != was
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
             hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
@@ -161,6 +191,8 @@ def apply_documents(
         with store.transaction():
             for p, meta in batch:
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
+            if moved:
+                store.set_meta(UNREAD_META, json.dumps(files_unread, ensure_ascii=False))
             store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
             progress("index", stop, total)
