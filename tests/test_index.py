@@ -387,6 +387,13 @@ def test_a_sync_says_which_chunks_are_in_scripts_the_model_does_not_read(tmp_pat
         (ws / "memory" / "ar.md").unlink()
         idx.sync()
         assert "unread_note" not in idx.status()  # every chunk left is Latin
+    write(ws, "memory/ar.md", "# 2026-03-02\n\n- زرعنا أشجار الزيتون والليمون في الحديقة الخلفية يوم السبت.\n")
+    with MemoryIndex(ws, index_path=":memory:", embedder=latin) as idx:  # a full reindex in place: the store cleared
+        idx.sync()
+        assert "(Arabic 1)" in idx.status()["unread_note"]
+        (ws / "memory" / "ar.md").unlink()
+        idx.sync(force=True)
+        assert "unread_note" not in idx.status()  # not kept from before the store was cleared
     with MemoryIndex(ws, index_path=tmp_path / "j.sqlite", embedder=HashEmbedder(dims=32)) as idx:
         write(ws, "memory/ar.md", "# 2026-03-02\n\n- زرعنا أشجار الزيتون والليمون في الحديقة الخلفية يوم السبت.\n")
         assert idx.sync().warnings == []  # a model that claims every script (scripts None)

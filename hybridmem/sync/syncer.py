@@ -24,6 +24,7 @@ from hybridmem.store import Store
 from hybridmem.sync.documents import (
     Progress,
     SyncReport,
+    UNREAD_META,
     apply_documents,
     document_hash,
     file_row,
@@ -160,6 +161,7 @@ class Syncer:
             return False
         with self.store.transaction():
             self.store.clear()
+            self.store.set_meta(UNREAD_META, "{}")  # every file is stored again, and counted again
             self.store.bump_generation()
         self.store.ensure_vec_table(dims)
         for k, v in {"settings_hash": current, "provider": name, "model": model, "provider_key": key, "dims": dims,
