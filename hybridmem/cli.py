@@ -127,6 +127,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 v = f"{time.strftime('%Y-%m-%d %H:%M:%S %z', time.localtime(v))} ({time.time() - v:,.0f} s ago)"
             elif k == "vectors" and v:  # not Python's repr of the dict in a plain listing
                 v = f"{v['embedded']:,} of {v['total']:,} chunks embedded"
+            elif k == "languages":  # chunks per language, most first
+                v = ", ".join(f"{lang} {n:,}" for lang, n in sorted(v.items(), key=lambda kv: -kv[1])) or None
             print(f"{k:>16}: {'-' if v is None else v}")
     if status.get("changed_on_disk"):
         print(f"note: {counted(status['changed_on_disk'], 'file')} changed on disk since the last sync; "

@@ -29,6 +29,7 @@ from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchRespo
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.store import open_store
 from hybridmem.sync import Progress, SyncReport, Syncer
+from hybridmem.sync.census import chunk_languages
 from hybridmem.searching import VectorCount, fallback_reason, plan_search, run_search, status_report
 
 _AUTO = "auto"
@@ -178,7 +179,8 @@ class MemoryIndex:
         if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.read_only:
             self.sync()
         return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, scope, now, notice,
-                          self.vector_progress, self.settings.embedding.provider)
+                          self.vector_progress, self.settings.embedding.provider,
+                          lambda: chunk_languages(self.store))
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:

@@ -267,6 +267,7 @@ class SearchResponse:
     notice: str | None = None  # what the search changed in the query (cut to tokenizer.max_query_chars)
     vectors: dict[str, int] | None = None  # {"embedded": N, "total": M} chunks (None: a keyword-only index)
     vectors_note: str | None = None  # "vectors for N of M chunks ..." while embedding has not caught up
+    ask_in: tuple[str, ...] = ()  # where the gate refused: languages the memory's notes are in, not the question's
 
     def to_dict(self, citations: bool = True) -> dict[str, Any]:
         results = []
@@ -296,4 +297,6 @@ class SearchResponse:
             out["vectors"] = dict(self.vectors)
         if self.vectors_note:
             out["vectors_note"] = self.vectors_note
+        if self.ask_in:
+            out["ask_in"] = list(self.ask_in)
         return out

@@ -19,11 +19,12 @@ from hybridmem.config import RankConfig, Settings
 from hybridmem.config.calibration import reads_language
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
+from hybridmem.ranking.language import ask_in
 from hybridmem.ranking.language import preload as preload_language_identifier
 from hybridmem.records import SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import find_session
-from hybridmem.sync.documents import unread_note
+from hybridmem.sync.census import chunk_languages, unread_note
 from hybridmem.sync.pending import vector_progress
 from hybridmem.tokenization import cap_query, fts_tokenizer_spec
 
@@ -130,9 +131,11 @@ def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str)
 
 def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
                cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
-               progress: Callable[[str | None], Progress], provider: str) -> SearchResponse:
+               progress: Callable[[str | None], Progress], provider: str,
+               languages: Callable[[], dict[str, int]] = dict) -> SearchResponse:
     """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
-    :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider."""
+    :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider,
+    ``languages`` the memory's chunks per language (read where the gate refuses, to name where to ask again)."""
     timings: dict[str, float] = {}
     if cfg.vector_weight > 0 and not embedder.loaded:
         t0 = time.perf_counter()
@@ -165,13 +168,16 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
         fallback_reason=(keyword_only_note(vectors, retriever, scope) if keyword_index
                          else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
-        notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None)
+        notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None,
+        ask_in=ask_in(cands.query, languages(), [h.text for h in ranking.candidates])
+        if ranking.abstained else ())
 
 
 def status_report(store: Any, retriever: Retriever, embedder: LazyEmbedder, progress: Progress) -> dict[str, Any]:
     """The store's counts and identity, how vectors are searched, how far embedding has got, and how many chunks are
     in scripts the model does not read (``unread_note``, only when some are)."""
     meta, loaded, counts = store.all_meta(), embedder.loaded, store.counts()
+    languages = chunk_languages(store)
     embedded = meta.get("provider", "none") != "none"
     unread = unread_note(store, counts["chunks"], meta.get("model", "")) if embedded else None
     vectors, note = progress
@@ -185,4 +191,5 @@ def status_report(store: Any, retriever: Retriever, embedder: LazyEmbedder, prog
         "last_sync": float(meta["last_sync"]) if "last_sync" in meta else None, "read_only": store.read_only,
         "query_embedding": getattr(embedder.current, "runtime", None) if loaded else None,
         "vectors": vectors, **({"vectors_note": note} if note else {}), **({"unread_note": unread} if unread else {}),
+        "languages": languages,
     }

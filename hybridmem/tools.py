@@ -24,6 +24,7 @@ from hybridmem.config.calibration import has_aligned_gate
 from hybridmem.config.chatter import CHATTER_CHARS, chatter_model
 from hybridmem.embeddings.base import encoder_query
 from hybridmem.errors import ArgumentError, HybridMemError
+from hybridmem.ranking.language import language_name
 from hybridmem.searching import NOTHING_SEARCHED, missing_session
 from hybridmem.sources import SOURCES
 
@@ -33,11 +34,33 @@ TOOL_FORMATS = ("openai", "anthropic", "json_schema")
 SEARCH_DESCRIPTION = (
     "Mandatory recall step: search long-term memory (MEMORY.md, memory/*.md notes and past session transcripts) "
     "before answering questions about prior work, decisions, dates, people, preferences or todos. Returns the most "
-    "relevant snippets with their path and line numbers; use memory_get to read more lines around a result."
+    "relevant snippets with their path and line numbers; use memory_get to read more lines around a result. When "
+    "nothing is found and the reply names languages (ask_in), memory holds notes written in them: ask the same "
+    "question again, translated, in each."
 )
 # What memory_search says beside an empty result list: nothing scored above the min score (calibrated scores are
 # probabilities of relevance, so an empty list means "not in memory", not "search failed").
 NOTHING_FOUND = "Nothing relevant was found in memory for this query."
+
+
+def ask_again(languages: Iterable[str]) -> str:
+    """The sentence a refusal ends with where memory holds notes in other languages than the question's
+    (``SearchResponse.ask_in``), or "".
+
+    Example:
+        >>> print(ask_again(["vi"]))  # doctest: +NORMALIZE_WHITESPACE
+        Memory also holds notes in Vietnamese, and a question is answered less surely across languages: ask it again
+        in Vietnamese.
+        >>> ask_again(["ru", "es"])[-39:], ask_again([])
+        ('ask it again in Russian and in Spanish.', '')
+    """
+    names = [language_name(code) for code in languages]
+    if not names:
+        return ""
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    again = " and in ".join([", in ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+    return (f" Memory also holds notes in {listed}, and a question is answered less surely across languages: ask it "
+            f"again in {again}.")
 
 
 def nothing_found(resp: Any) -> str:
@@ -55,7 +78,7 @@ def nothing_found(resp: Any) -> str:
     if ranking.abstained:
         return (f"{NOTHING_FOUND} The answer gate put the chance that memory holds an answer at "
                 f"{ranking.answer_probability:.2f}, under its threshold of {config.answer_threshold:g} (an answer "
-                "threshold of 0 lists the nearest notes anyway).")
+                "threshold of 0 lists the nearest notes anyway)." + ask_again(getattr(resp, "ask_in", ())))
     reason = getattr(resp, "fallback_reason", None)
     missing = missing_session(getattr(resp, "notice", None))
     if not ranking.candidates and missing:  # a session id no folder holds: say so, not "no file in scope"

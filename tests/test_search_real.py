@@ -248,5 +248,6 @@ def test_status_and_memory_status_say_which_chunks_minilm_does_not_read(tmp_path
     assert ("note: 1 of 2 chunks indexed is written mostly in scripts all-MiniLM-L6-v2 does not read (Hangul 1): "
             in out.stderr), out.stderr
     assert "unread_note" not in out.stdout  # a sentence, said once as a note, not a row of the listing
+    assert "languages: en 1, ko 1" in out.stdout, out.stdout  # chunks per language, as a plain list
     with MemoryService(ws, watch=False, preload=False) as svc:
         assert "all-MiniLM-L6-v2 does not read (Hangul 1)" in svc.status()["unread_note"]

@@ -39,7 +39,9 @@ async def main():
         for i, (q, full) in enumerate([("what did we decide about retry backoff for payments?", False),
                                        ("công thức phở bò của Mẹ cần những gia vị gì?", True),
                                        ("谁负责退款接口", False), ("chocolate cake recipe", False),
-                                       ("how tall is Mount Everest?", False)]):
+                                       ("how tall is Mount Everest?", False),
+                                       ("ai là người phụ trách gia hạn thẻ Employment Pass?", False),
+                                       ("who handles the renewal of the Employment Pass?", False)]):
             s = time.perf_counter()
             r = await c.call_tool("memory_search", {"query": q, "max_results": 3})
             ms = (time.perf_counter() - s) * 1000
@@ -63,6 +65,8 @@ async def main():
                 print("}")
             else:
                 print("\n".join([line for line in text.splitlines() if "(score" in line] or text.splitlines()[:2]))
+                if r.structured_content.get("ask_in"):
+                    print(f'(structured content: "ask_in": {json.dumps(r.structured_content["ask_in"])})')
         r = await c.call_tool("memory_get", {"path": "memory/topics/recipes.md", "from": 1, "lines": 3})
         print('\n>>> tools/call memory_get {"path": "memory/topics/recipes.md", "from": 1, "lines": 3}')
         print(r.content[0].text)

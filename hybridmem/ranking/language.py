@@ -35,17 +35,21 @@ import re
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hybridmem.config.paths import user_cache_dir
 from hybridmem.tokenization import WORD_MARKS
 
-__all__ = ["LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "has_letters", "in_language", "language_share",
-           "other_language", "preload", "query_language", "words"]
+__all__ = ["ASK_SHARE", "LANGUAGE_CHARS", "LANGUAGE_SHARE", "LANGUAGE_WORDS", "ask_in", "has_letters", "in_language",
+           "language_name", "language_share", "other_language", "preload", "query_language", "text_language", "words"]
 
 LANGUAGE_SHARE = 0.01  # a question under this probability of each top passage's language is in another language
 LANGUAGE_WORDS = 3  # words of two letters or more a question needs to be read
 LANGUAGE_CHARS = 256  # characters read of each text
+ASK_SHARE = 0.2  # a language holding this share of a memory's chunks is named when a question in another is refused
+ASK_MOST = 3  # languages named at most
+ASK_NEAREST = 3  # passages of a refused question's ranking whose languages are named too
+ASK_STRAY = 0.01  # ... where the memory holds this share of its chunks in it or more (a short line is misread)
 
 _lock = threading.Lock()
 _identifier = None  # the loaded model; False when it cannot be loaded
@@ -193,6 +197,9 @@ def other_language(query: str, passages: Sequence[str]) -> bool:
 # Varieties py3langid reads a question for where one bar serves: Mandarin questions often read as Wu, a few as Cantonese
 # (XQuAD-R Chinese, train: 79 and 1 of 890), all written in the same characters and cut by the tokenizer alike.
 _ONE_BAR = {"wuu": "zh", "yue": "zh"}
+# The languages a passage is counted in and a refusal names (:func:`text_language`, :func:`ask_in`): a variety as its
+# language, so that an Arabic note read as Egyptian Arabic is not named apart from Arabic.
+_VARIETIES = {**_ONE_BAR, "arz": "ar", "ary": "ar", "uzs": "uz", "nn": "no"}
 
 
 def query_language(query: str) -> str | None:
@@ -211,6 +218,84 @@ def query_language(query: str) -> str | None:
         return None
     lang = language_share(query)[0][0]
     return _ONE_BAR.get(lang, lang)
+
+
+def text_language(text: str) -> str | None:
+    """The language a passage is most likely written in (as :func:`query_language` reads a question, its reading not
+    kept: a sync reads each chunk once), None when it has too few words to read or the model cannot be loaded.
+
+    Example:
+        >>> text_language("- Seguro del coche (Mapfre) vence el 12 de noviembre; póliza 88-431-2207.")
+        'es'
+        >>> text_language("ERR_CONN_RESET E1042") is None
+        True
+    """
+    if not _enough(text, ascii_code=True) or not _model():
+        return None
+    lang = _model().rank(text[:LANGUAGE_CHARS])[0][0]
+    return _VARIETIES.get(lang, lang)
+
+
+def ask_in(query: str, languages: Mapping[str, int], nearest: Sequence[str] = ()) -> tuple[str, ...]:
+    """The languages, other than ``query``'s, a refused question may be asked again in: those of its ``nearest``
+    passages (the ranking's first :data:`ASK_NEAREST`; a language the memory holds under :data:`ASK_STRAY` of its
+    chunks in is a short line misread), then those holding :data:`ASK_SHARE` or more of the memory's chunks
+    (``languages``: chunks per language, :func:`text_language`), most first; at most :data:`ASK_MOST`, and none when
+    the question's language cannot be read. The gate reads a question across languages less surely than one asked
+    in the notes' own: in memories of XQuAD-R articles in two languages, nearly every answerable question it refused
+    was answered when asked again in the other (``docs/evaluation.md``, "Asked again in the notes' language").
+
+    Example:
+        >>> ask_in("when does the car insurance expire?", {"en": 30, "es": 20, "de": 2})
+        ('es',)
+        >>> ask_in("when does the car insurance expire?", {"en": 30, "de": 2}, ["Die Versicherung läuft im Mai ab."])
+        ('de',)
+        >>> ask_in("¿cuándo vence el seguro del coche?", {"en": 30, "es": 20}), ask_in("E1042", {"es": 9})
+        (('en',), ())
+    """
+    if not _enough(query, ascii_code=True) or not _model():
+        return ()
+    asked: dict[str, float] = {}
+    for lang, p in language_share(query):  # a language the question may well be in is not another one
+        asked[_VARIETIES.get(lang, lang)] = asked.get(_VARIETIES.get(lang, lang), 0.0) + p
+    total = sum(languages.values())
+    near = [lang for text in nearest[:ASK_NEAREST] if _enough(text, ascii_code=True)
+            and (lang := _VARIETIES.get(language_share(text)[0][0], language_share(text)[0][0]))
+            and (not total or languages.get(lang, 0) >= ASK_STRAY * total)]  # not a stray misreading
+    shared = [lang for lang, n in sorted(languages.items(), key=lambda kv: -kv[1]) if n >= ASK_SHARE * total]
+    named = dict.fromkeys(lang for lang in (*near, *shared) if asked.get(lang, 0.0) < LANGUAGE_SHARE)
+    return tuple(named)[:ASK_MOST]
+
+
+def language_name(code: str) -> str:
+    """The English name of a language :func:`text_language` reads (py3langid's code), else the code in quotes.
+
+    Example:
+        >>> language_name("vi"), language_name("zh"), language_name("gcf")
+        ('Vietnamese', 'Chinese', "'gcf'")
+    """
+    return LANGUAGE_NAMES.get(code, f"'{code}'")
+
+
+LANGUAGE_NAMES = {  # py3langid's ISO 639-1 codes, and a few of its others
+    "af": "Afrikaans", "am": "Amharic", "an": "Aragonese", "ar": "Arabic", "as": "Assamese", "az": "Azerbaijani",
+    "be": "Belarusian", "bg": "Bulgarian", "bn": "Bengali", "br": "Breton", "bs": "Bosnian", "ca": "Catalan",
+    "cs": "Czech", "cy": "Welsh", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "eo": "Esperanto",
+    "es": "Spanish", "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish", "fo": "Faroese",
+    "fr": "French", "fy": "Frisian", "ga": "Irish", "gd": "Scottish Gaelic", "gl": "Galician", "gu": "Gujarati",
+    "ha": "Hausa", "he": "Hebrew", "hi": "Hindi", "hr": "Croatian", "ht": "Haitian Creole", "hu": "Hungarian",
+    "hy": "Armenian", "id": "Indonesian", "ig": "Igbo", "is": "Icelandic", "it": "Italian", "ja": "Japanese",
+    "jv": "Javanese", "ka": "Georgian", "kk": "Kazakh", "km": "Khmer", "kn": "Kannada", "ko": "Korean",
+    "ku": "Kurdish", "ky": "Kyrgyz", "la": "Latin", "lb": "Luxembourgish", "lo": "Lao", "lt": "Lithuanian",
+    "lv": "Latvian", "mg": "Malagasy", "mk": "Macedonian", "ml": "Malayalam", "mn": "Mongolian", "mr": "Marathi",
+    "ms": "Malay", "mt": "Maltese", "my": "Burmese", "ne": "Nepali", "nl": "Dutch", "nn": "Norwegian Nynorsk",
+    "no": "Norwegian", "oc": "Occitan", "or": "Odia", "pa": "Punjabi", "pl": "Polish", "ps": "Pashto",
+    "pt": "Portuguese", "qu": "Quechua", "ro": "Romanian", "ru": "Russian", "rw": "Kinyarwanda", "sa": "Sanskrit",
+    "si": "Sinhala", "sk": "Slovak", "sl": "Slovenian", "so": "Somali", "sq": "Albanian", "sr": "Serbian",
+    "sv": "Swedish", "sw": "Swahili", "ta": "Tamil", "te": "Telugu", "tg": "Tajik", "th": "Thai", "tk": "Turkmen",
+    "tl": "Tagalog", "tr": "Turkish", "tt": "Tatar", "ug": "Uyghur", "uk": "Ukrainian", "ur": "Urdu", "uz": "Uzbek",
+    "vi": "Vietnamese", "wa": "Walloon", "xh": "Xhosa", "yo": "Yoruba", "zh": "Chinese", "zu": "Zulu",
+}
 
 
 def in_language(query: str, texts: Sequence[str]) -> bool:

@@ -28,7 +28,8 @@ from hybridmem.tools import (
 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
-               "decisions, dates, people, preferences or todos. Returns snippets with path#line citations.")
+               "decisions, dates, people, preferences or todos. Returns path#line snippets; if none and ask_in names "
+               "languages, ask again translated into each.")
 GET_TEXT = ("Read lines of a memory file, usually around a memory_search hit (path relative to the memory root). "
             "A long reply is cut (truncated, note) and next_from says where to read on.")
 STATUS_TEXT = ("Index status: files, chunks, embedding model, last sync, whether a sync is running, and how many files "
@@ -43,7 +44,7 @@ SEARCH_OUTPUT = {"type": "object", "properties": {
     "query": {"type": "string"}, "results": {"type": "array", "items": _HIT}, "search_id": {"type": "string"},
     "provider": {"type": "string"}, "model": {"type": "string"}, "fallback": {"type": "boolean"},
     "fallback_reason": {"type": ["string", "null"]}, "message": {"type": "string"}, "notice": {"type": "string"},
-    "vectors": _VECTORS, "vectors_note": {"type": "string"}},
+    "vectors": _VECTORS, "vectors_note": {"type": "string"}, "ask_in": {"type": "array", "items": {"type": "string"}}},
     "required": ["query", "results"]}
 GET_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "from": {"type": "integer"}, "lines": {"type": "integer"},

@@ -7,8 +7,6 @@ through the same chunking, tokenization, embedding cache and store code.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,75 +17,16 @@ import numpy as np
 from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.base import Embedder
-from hybridmem.ranking.adaptive import MAX_QUERY_LETTERS, foreign_letters
 from hybridmem.records import Document
 from hybridmem.sessions import keyword_text
 from hybridmem.store import Store
 from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.census import Census, unread_words
 from hybridmem.sync.lock import try_sync_lock
 from hybridmem.sync.pending import cached_vectors, embed_pending
 from hybridmem.tokenization import tokenize
 
 Progress = Callable[[str, int, int], None]
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-UNREAD_META = "unread_scripts"  # meta key: {path: {script: chunks}} of the files with chunks the model does not read
-
-
-def unread_script(text: str, scripts: frozenset[str] | None) -> str | None:
-    """The script most of ``text``'s letters are written in, where the embedding model does not read it (``scripts``,
-    ``Embedder.scripts``: all-MiniLM-L6-v2 reads Latin alone; None, any); else None. Its first 400 letters are read
-    as a query's are for the adaptive step (:func:`~hybridmem.ranking.adaptive.foreign_letters`). The model's vector
-    of such a chunk is close to random: only the keyword leg finds it.
-
-    Example:
-        >>> unread_script("# 2026-11-05\\n- คุณยายไปตรวจความดันที่โรงพยาบาล (Siriraj)", frozenset({"LATIN"}))
-        'THAI'
-        >>> unread_script("Staging Redis listens on 6380 (ステージング)", frozenset({"LATIN"})) is None
-        True
-    """
-    if scripts is None:
-        return None
-    if "LATIN" in scripts and not any(c.isalpha() for c in _NON_ASCII.findall(text, 0, 4 * MAX_QUERY_LETTERS)):
-        return None  # letters in ASCII alone, the common case: found at C speed
-    outside, letters = foreign_letters(text, scripts)
-    return outside.most_common(1)[0][0] if 2 * outside.total() > letters else None
-
-
-def unread_words(unread: Counter[str], total: int, model: str) -> str:
-    """One sentence for ``hybridmem index``: how many of the ``total`` chunks a sync stored are written in scripts
-    ``model`` does not read (``unread``: chunks per script, :func:`unread_script`), and what to do about it.
-
-    Example:
-        >>> print(unread_words(Counter({"THAI": 8, "ARABIC": 6}), 40, "all-MiniLM-L6-v2"))
-        ... # doctest: +NORMALIZE_WHITESPACE
-        14 of 40 chunks indexed are written mostly in scripts all-MiniLM-L6-v2 does not read (Thai 8, Arabic 6): its
-        vectors of them are close to random, so only the keyword leg finds them; multilingual-e5-small, the default
-        model, reads them ([embedding] provider = "e5").
-    """
-    named = ", ".join(f"{s if s == 'CJK' else s.title()} {n}" for s, n in unread.most_common())
-    verb = "is" if unread.total() == 1 else "are"
-    return (f"{unread.total():,} of {total:,} chunks indexed {verb} written mostly in scripts {model} does not read "
-            f"({named}): its vectors of them are close to random, so only the keyword leg finds them; "
-            'multilingual-e5-small, the default model, reads them ([embedding] provider = "e5").')
-
-
-def unread_files(store: Store) -> dict[str, dict[str, int]]:
-    """The index's files with chunks in scripts its model does not read (:func:`unread_script`), as the syncs that
-    stored them recorded (:data:`UNREAD_META`): ``{path: {script: chunks}}``; empty when none, or unreadable."""
-    try:
-        got = json.loads(store.get_meta(UNREAD_META, "") or "{}")
-    except ValueError:
-        return {}
-    return got if isinstance(got, dict) else {}
-
-
-def unread_note(store: Store, chunks: int, model: str) -> str | None:
-    """:func:`unread_words` over the whole index (``chunks`` in it), for ``hybridmem status`` and ``memory_status``;
-    None when every chunk is in a script ``model`` reads."""
-    unread: Counter[str] = Counter()
-    for per in unread_files(store).values():
-        unread.update(per)
-    return unread_words(unread, chunks, model) if unread else None
 
 
 @dataclass
@@ -161,28 +100,25 @@ def apply_documents(
     them after every file is searchable by keyword. A crash leaves either the old or the new rows of a file, and
     pending chunks that the next sync embeds.
     """
-    files_unread = unread_files(store)  # kept beside the rows, so that status can say it after this sync
+    census = Census(store, getattr(embedder, "scripts", None))  # each file's counts, kept beside its rows
+    if census.missing and store.counts()["files"]:  # an index from before the counts
+        with store.transaction():
+            census.count_stored(store, skip={doc.path for doc, _ in changed} | set(deleted))
+            census.write(store)
     for path in deleted:
         with store.transaction():
             store.delete_file(path)
-            if files_unread.pop(path, None):
-                store.set_meta(UNREAD_META, json.dumps(files_unread, ensure_ascii=False))
+            census.drop(path)
+            census.write(store)
             store.bump_generation()
     total = len(changed)
-    scripts = getattr(embedder, "scripts", None)  # what the model reads (None: any script)
-    unread: Counter[str] = Counter()  # chunks stored here in a script it does not read, per script
+    unread: Counter[str] = Counter()  # chunks stored here in a script the model does not read, per script
     stored = 0
     for start, stop in _batches(total, batch_files):
         batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
         stored += sum(len(p.chunks) for p, _ in batch)
-        moved = False  # whether the batch changes files_unread
         for p, meta in batch:
-            per = dict(Counter(s for c in p.chunks if (s := unread_script(c["text"], scripts))))
-            unread.update(per)
-            was = files_unread.pop(meta["path"], None)
-            if per:
-                files_unread[meta["path"]] = per
-            moved = moved or (per or None) != was
+            unread.update(census.count(meta["path"], (c["text"] for c in p.chunks)))
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
             hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
@@ -191,8 +127,7 @@ def apply_documents(
         with store.transaction():
             for p, meta in batch:
                 store.upsert_file(meta, p.chunks, [vectors.get(c["hash"]) for c in p.chunks])
-            if moved:
-                store.set_meta(UNREAD_META, json.dumps(files_unread, ensure_ascii=False))
+            census.write(store)
             store.bump_generation()  # in the same commit: a reader that sees one generation sees one content
         if progress:
             progress("index", stop, total)

@@ -24,13 +24,13 @@ from hybridmem.store import Store
 from hybridmem.sync.documents import (
     Progress,
     SyncReport,
-    UNREAD_META,
     apply_documents,
     document_hash,
     file_row,
     sync_documents,
 )
 from hybridmem.store.shared_cache import SharedCache
+from hybridmem.sync.census import Census
 from hybridmem.sync.lock import sync_running, try_sync_lock
 from hybridmem.store.shared_cache import open_shared_cache
 from hybridmem.sync.reindex import BAK_SUFFIX, STALE_BUILD_S, TMP_SUFFIX, atomic_reindex, leftovers, remove_db_files
@@ -161,7 +161,7 @@ class Syncer:
             return False
         with self.store.transaction():
             self.store.clear()
-            self.store.set_meta(UNREAD_META, "{}")  # every file is stored again, and counted again
+            Census.reset(self.store)  # every file is stored again, and counted again
             self.store.bump_generation()
         self.store.ensure_vec_table(dims)
         for k, v in {"settings_hash": current, "provider": name, "model": model, "provider_key": key, "dims": dims,
