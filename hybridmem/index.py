@@ -24,6 +24,7 @@ from hybridmem.config import RankConfig, Settings, load_settings, resolve_index_
 from hybridmem.embeddings import Embedder, LazyEmbedder
 from hybridmem.errors import HybridMemError
 from hybridmem.ranking import check_config, rank
+from hybridmem.ranking.language import ask_in
 from hybridmem.reader import read_memory
 from hybridmem.records import Candidates, Document, LegHit, Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
@@ -181,6 +182,13 @@ class MemoryIndex:
         return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, scope, now, notice,
                           self.vector_progress, self.settings.embedding.provider,
                           lambda: chunk_languages(self.store))
+
+    def ask_in(self, query: str, ranking: Ranking) -> tuple[str, ...]:
+        """Where ``ranking`` (of ``query``) refused: the languages other than the question's to ask again in, as a
+        search's reply names them (:func:`hybridmem.ranking.language.ask_in`); empty where it answered."""
+        if not ranking.abstained:
+            return ()
+        return ask_in(query, chunk_languages(self.store), [h.text for h in ranking.candidates])
 
     def rank(self, candidates: Candidates, config: RankConfig | None = None, now: float | None = None,
              full_mmr: bool = False) -> Ranking:

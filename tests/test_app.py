@@ -179,6 +179,19 @@ def test_a_query_longer_than_the_search_reads_says_it_was_cut():
     assert not [c.value for c in at.caption if "the query was cut" in c.value]
 
 
+def test_a_refusal_says_which_language_to_ask_again_in():
+    """The demo memory is mostly English: a question in Vietnamese about an English note is refused (the gate reads
+    questions across languages less surely), and the inspector says to ask it again in English, as memory_search's
+    reply does; asked in English, it is answered."""
+    at = page()
+    at.text_input(key="inspector_query").input("ai là người phụ trách gia hạn thẻ Employment Pass?").run()
+    assert not at.exception
+    warned = " ".join(w.value for w in at.warning)
+    assert "No results: the answer gate" in warned and warned.endswith("ask it again in English."), warned
+    at.text_input(key="inspector_query").input("who handles the renewal of the Employment Pass?").run()
+    assert not [w.value for w in at.warning if "No results" in w.value]
+
+
 def test_rrf_k_is_switched_off_where_nothing_reads_it():
     """Under the joint model (or the weighted sum) RRF k changes only the RRF side of the inspector's comparison and
     of fusion compare: there it stays on, and on every other page it is off unless the fusion is RRF."""

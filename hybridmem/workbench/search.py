@@ -11,6 +11,7 @@ import streamlit as st
 
 from hybridmem.errors import HybridMemError
 from hybridmem.tokenization import cap_query
+from hybridmem.tools import ask_again
 from hybridmem.workbench import labeling, state, views
 from hybridmem.wording import counted
 
@@ -106,7 +107,7 @@ def render() -> None:
         with col_hits:
             if not main.hits and main.abstained:
                 st.warning("No results: the answer gate judged that memory holds no answer to this query (see All "
-                           "candidates). Lower the answer threshold to see them.")
+                           "candidates). Lower the answer threshold to see them." + ask_again(idx.ask_in(query, main)))
             elif not main.hits:
                 st.warning("No results: every candidate was cut (see All candidates). Try a lower min score.")
             for h in main.hits:
