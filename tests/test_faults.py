@@ -548,6 +548,10 @@ CHILD_MEMORY = textwrap.dedent(
             pass
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
+    # the language identifier a sync reads each chunk with (sync/census.py) maps its tables (about 30 MB of pages for
+    # English text): a fixed cost, whatever the file's size, counted in the base
+    from hybridmem.ranking.language import text_language
+    assert text_language("the payment processor retries with a longer backoff each time") == "en"
     base = peak_kb()
     s = Settings().override(embedding={"provider": "none"}, sources={"max_file_bytes": int(sys.argv[2])})
     with MemoryIndex(sys.argv[1], settings=s) as idx:
