@@ -91,6 +91,7 @@ def test_a_question_refused_across_languages_is_told_where_to_ask_again(tmp_path
                                            "surely across languages: ask it again in Spanish."), refused["message"]
         again = svc.search("¿cuándo vence el seguro del coche?")
         assert again["results"][0]["path"] == "memory/hogar.md" and "ask_in" not in again, again
+        assert svc.status()["languages"] == {"en": 2, "es": 1}  # memory_status: chunks per language
         nothing = svc.search("what did the plumber charge for the bathroom sink?")
         assert not nothing["results"] and nothing["ask_in"] == ["es"], nothing
         assert not svc.search("¿cuánto cobró el fontanero por el lavabo del baño?")["results"]

@@ -55,7 +55,8 @@ STATUS_OUTPUT = {"type": "object", "properties": {
     "files": {"type": "integer"}, "chunks": {"type": "integer"}, "provider": {"type": "string"},
     "model": {"type": "string"}, "model_loaded": {"type": "boolean"}, "last_sync": {"type": ["string", "null"]},
     "sync_running": {"type": "boolean"}, "changed_on_disk": {"type": "integer"}, "vectors": _VECTORS,
-    "vectors_note": {"type": "string"}, "unread_note": {"type": "string"}},
+    "vectors_note": {"type": "string"}, "unread_note": {"type": "string"},
+    "languages": {"type": "object", "additionalProperties": {"type": "integer"}}},
     "required": ["files", "chunks", "model", "last_sync", "sync_running"]}
 WRITE_OUTPUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "start_line": {"type": "integer"}, "end_line": {"type": "integer"},

@@ -245,7 +245,8 @@ class MemoryService:
             "settings_hash": s["settings_hash"],
             "ranking_hash": ranking_hash(self.settings.ranking), "query_log": str(self.log.path)
             if self.log.enabled else None, "settings_error": self.settings_error,
-            "vectors": s.get("vectors"), **{k: s[k] for k in ("vectors_note", "unread_note") if s.get(k)},
+            "vectors": s.get("vectors"), "languages": s.get("languages", {}),
+            **{k: s[k] for k in ("vectors_note", "unread_note") if s.get(k)},
         }
 
     def close(self) -> None:
