@@ -180,8 +180,7 @@ class MemoryIndex:
         if self.dirty and self.settings.sync.sync_on_search and self.workspace is not None and not self.read_only:
             self.sync()
         return run_search(self.retriever, self._embedder, self.syncer.identity, query, cfg, scope, now, notice,
-                          self.vector_progress, self.settings.embedding.provider,
-                          lambda: chunk_languages(self.store))
+                          self.vector_progress, self.settings.embedding.provider, self.ask_in)
 
     def ask_in(self, query: str, ranking: Ranking) -> tuple[str, ...]:
         """Where ``ranking`` (of ``query``) refused: the languages other than the question's to ask again in, as a

@@ -19,9 +19,8 @@ from hybridmem.config import RankConfig, Settings
 from hybridmem.config.calibration import reads_language
 from hybridmem.embeddings import LazyEmbedder
 from hybridmem.ranking import rank
-from hybridmem.ranking.language import ask_in
 from hybridmem.ranking.language import preload as preload_language_identifier
-from hybridmem.records import SearchResponse
+from hybridmem.records import Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
 from hybridmem.sources import find_session
 from hybridmem.sync.census import chunk_languages, unread_note
@@ -132,10 +131,10 @@ def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str)
 def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
                cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
                progress: Callable[[str | None], Progress], provider: str,
-               languages: Callable[[], dict[str, int]] = dict) -> SearchResponse:
+               ask_again: Callable[[str, Ranking], tuple[str, ...]] = lambda query, ranking: ()) -> SearchResponse:
     """Retrieve and rank ``query`` under ``cfg`` within ``scope`` (see the module doc); ``notice`` comes from
     :func:`plan_search`, ``progress`` is a :class:`VectorCount`, ``provider`` the configured embedding provider,
-    ``languages`` the memory's chunks per language (read where the gate refuses, to name where to ask again)."""
+    ``ask_again`` the languages a refusal says to ask again in (:meth:`hybridmem.index.MemoryIndex.ask_in`)."""
     timings: dict[str, float] = {}
     if cfg.vector_weight > 0 and not embedder.loaded:
         t0 = time.perf_counter()
@@ -169,8 +168,7 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
                          else fallback_reason(embedder, retriever, provider))
         if fallback else None, timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None,
-        ask_in=ask_in(cands.query, languages(), [h.text for h in ranking.candidates])
-        if ranking.abstained else ())
+        ask_in=ask_again(cands.query, ranking))
 
 
 def status_report(store: Any, retriever: Retriever, embedder: LazyEmbedder, progress: Progress) -> dict[str, Any]:

@@ -38,7 +38,6 @@ from hybridmem.eval.abstention import no_answer_candidates, xquad_cross
 from hybridmem.eval.datasets.xquad import LANGUAGES, load_xquad, load_xquad_pair
 from hybridmem.eval.runner import Evaluator, eval_config
 from hybridmem.ranking import RankMemo, rank
-from hybridmem.ranking.language import ask_in
 
 HERE = Path(__file__).resolve().parent
 POOL = 40
@@ -55,13 +54,13 @@ def measure(asked: str, other: str, split: str) -> dict:
     cfg = eval_config(DEFAULT_RANKING, 10)
     now = ds.reference_time
     translated = {lang: {q.id: q.text for q in load_xquad(lang).queries} for lang in LANGUAGES}
-    census = ev.index.status()["languages"]  # the chunks per language a refusal's reply reads
+    census = ev.index.status()["languages"]  # the chunks per language a refusal's reply reads (for the report)
 
     def ranked(cand):  # noqa: ANN001, ANN202
         return rank(cand, cfg, now=now, memo=RankMemo(cand))
 
     def retries(qid: str, text: str, ranking) -> tuple[list[tuple[str, str]], int]:  # noqa: ANN001
-        named = ask_in(text, census, [h.text for h in ranking.candidates])
+        named = ev.index.ask_in(text, ranking)
         asks = [(lang, translated[lang][qid]) for lang in named if qid in translated.get(lang, {})]
         return asks, len(named) - len(asks)
 
@@ -134,7 +133,7 @@ def measure_demo() -> dict:
         if not r.abstained:
             continue
         got["refused"] += 1
-        named = ask_in(q.text, census, [h.text for h in r.candidates])
+        named = ev.index.ask_in(q.text, r)
         got["named"] += bool(named)
         again = [replace(q, text=translated[(q.id, lang)]) for lang in named if (q.id, lang) in translated]
         got["not_asked"] += len(named) - len(again)

@@ -104,10 +104,15 @@ class EvalResult:
     timings: dict[str, float] = field(default_factory=dict)
     depths: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def shallowest(self) -> int:
+        """The depth of the shallowest ranking (the one the top-k metrics scored)."""
+        return min(self.depths.values(), default=self.depth)
+
     def depth_words(self) -> str:
         """How deep the metrics were ranked, for a report's header: ``"depth 10"``, or ``"depth 10, recall@100 to
         100"`` where a metric was ranked deeper than the first."""
-        first = min(self.depths.values(), default=self.depth)
+        first = self.shallowest
         return ", ".join([f"depth {first}", *(f"{m} to {d}" for m, d in self.depths.items() if d != first)])
 
     def by_category(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -278,6 +283,21 @@ class Evaluator:
                 lengths.append([len(h.text) for h in hits])
         return {name: QueryRuns(*lists) for name, lists in acc.items()}
 
+    def score_at_depths(self, configs: Mapping[str, RankConfig], groups: Mapping[int, Sequence[str]],
+                        query_ids: Sequence[str], cands: Mapping[str, Candidates], scorer: Scorer,
+                        min_score: float | None = None,
+                        ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, QueryRuns]]:
+        """Score ``configs`` (as named, before :func:`eval_config`) with each metric of ``groups`` (``{depth:
+        metrics}``, :func:`~hybridmem.eval.metrics.metric_depths`, shallowest first) on a ranking to its own depth;
+        returns ``{config: {metric: per-query array}}`` and the deepest ranking's runs."""
+        scores: dict[str, dict[str, np.ndarray]] = {name: {} for name in configs}
+        runs: dict[str, QueryRuns] = {}
+        for d, asked in groups.items():
+            runs = self.rank_runs_many({n: eval_config(c, d, min_score) for n, c in configs.items()}, query_ids, cands)
+            for name in configs:
+                scores[name].update(scorer.score(runs[name], asked))
+        return scores, runs
+
     def rankings(self, query_id: str, configs: Mapping[str, RankConfig], depth: int) -> dict[str, Ranking]:
         """Each config's full ranking (every candidate, centred snippets) of one query as the evaluation ranks it:
         the configs as :meth:`prepare` makes them, the same candidates, the dataset's clock."""
@@ -304,15 +324,9 @@ class Evaluator:
         sub = self.dataset.select(split, categories)
         qids = [q.id for q in sub.queries]
         cfgs, cands = self.prepare(named, deepest, min_score)  # one retrieval, at the deepest pool
-        scorer = Scorer(qids, sub.qrels)
-        per_query: dict[str, dict[str, np.ndarray]] = {name: {} for name in cfgs}
         t0 = time.perf_counter()
-        for d, asked in groups.items():
-            ranked = cfgs if d == deepest else {n: eval_config(c, d, min_score) for n, c in named.items()}
-            runs = self.rank_runs_many(ranked, qids, cands)
-            for name in cfgs:
-                per_query[name].update(scorer.score(runs[name], asked))
-        per_query = {n: {m: pq[m] for m in metrics} for n, pq in per_query.items()}
+        scores, runs = self.score_at_depths(named, groups, qids, cands, Scorer(qids, sub.qrels), min_score)
+        per_query = {n: {m: pq[m] for m in metrics} for n, pq in scores.items()}
         self.timings["rank_and_score"] = time.perf_counter() - t0
         means = {n: {m: float(v.mean()) for m, v in pq.items()} for n, pq in per_query.items()}
         return EvalResult(self.dataset.name, split, qids, [q.category for q in sub.queries], metrics, deepest,

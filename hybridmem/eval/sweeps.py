@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from hybridmem.config import RankConfig, preset
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.eval.metrics import Scorer, metric_depths, parse_metric
-from hybridmem.eval.runner import EvalResult, Evaluator, eval_config
+from hybridmem.eval.runner import EvalResult, Evaluator
 
 _ALIASES: dict[str, Callable[[Any], dict[str, Any]]] = {
     "mmr_lambda": lambda v: {"mmr": True, "mmr_lambda": float(v)},
@@ -136,9 +136,8 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     sub = evaluator.dataset.select(split)
     qids = [q.id for q in sub.queries]
     t0 = time.perf_counter()
-    eval_cfgs, cands = evaluator.prepare({str(i): c for i, c in enumerate(cfgs)}, depth, min_score)
-    ranked = {d: eval_cfgs if d == depth else {str(i): eval_config(c, d, min_score) for i, c in enumerate(cfgs)}
-              for d in groups}  # each metric on a ranking to its own depth, as Evaluator.evaluate scores it
+    named = {str(i): c for i, c in enumerate(cfgs)}
+    _, cands = evaluator.prepare(named, depth, min_score)
     t1 = time.perf_counter()
     scorer = Scorer(qids, sub.qrels)
     rows = []
@@ -150,13 +149,10 @@ def sweep(evaluator: Evaluator, params: Mapping[str, Sequence[Any]], base: RankC
     step = 10  # configs ranked together, query by query (see Evaluator.rank_runs_many), between progress updates
     for start in range(0, len(points), step):
         names = [str(i) for i in range(start, min(start + step, len(points)))]
-        scores: dict[str, dict[str, float]] = {n: {} for n in names}
-        for d, asked in groups.items():
-            runs = evaluator.rank_runs_many({n: ranked[d][n] for n in names}, qids, cands)
-            for n in names:
-                scores[n].update({m: float(v.mean()) for m, v in scorer.score(runs[n], asked).items()})
+        # each metric on a ranking to its own depth, as Evaluator.evaluate scores it
+        scores, _ = evaluator.score_at_depths({n: named[n] for n in names}, groups, qids, cands, scorer, min_score)
         for n in names:
-            rows.append({**points[int(n)], **{m: scores[n][m] for m in metrics}})
+            rows.append({**points[int(n)], **{m: float(scores[n][m].mean()) for m in metrics}})
         if bar is not None:
             bar.update(len(names))
     if bar is not None:

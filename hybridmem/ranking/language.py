@@ -259,9 +259,9 @@ def ask_in(query: str, languages: Mapping[str, int], nearest: Sequence[str] = ()
     for lang, p in language_share(query):  # a language the question may well be in is not another one
         asked[_VARIETIES.get(lang, lang)] = asked.get(_VARIETIES.get(lang, lang), 0.0) + p
     total = sum(languages.values())
-    near = [lang for text in nearest[:ASK_NEAREST] if _enough(text, ascii_code=True)
-            and (lang := _VARIETIES.get(language_share(text)[0][0], language_share(text)[0][0]))
-            and (not total or languages.get(lang, 0) >= ASK_STRAY * total)]  # not a stray misreading
+    read = (language_share(text)[0][0] for text in nearest[:ASK_NEAREST] if _enough(text, ascii_code=True))
+    near = [lang for lang in (_VARIETIES.get(code, code) for code in read)
+            if not total or languages.get(lang, 0) >= ASK_STRAY * total]  # not a stray misreading
     shared = [lang for lang, n in sorted(languages.items(), key=lambda kv: -kv[1]) if n >= ASK_SHARE * total]
     named = dict.fromkeys(lang for lang in (*near, *shared) if asked.get(lang, 0.0) < LANGUAGE_SHARE)
     return tuple(named)[:ASK_MOST]

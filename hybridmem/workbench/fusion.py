@@ -35,7 +35,7 @@ def render() -> None:
                                               baseline=cfg.fusion)
     means = labeled.means_frame(result)
     per_query = labeled.per_query_frame(result, dataset)
-    info = {"depth": min(result.depths.values(), default=result.depth)}  # the ranking the top-k metrics scored
+    info = {"depth": result.shallowest}  # the ranking the top-k metrics scored
 
     st.subheader("Mean scores")
     st.dataframe(means.style.format({m: "{:.3f}" for m in metrics}).highlight_max(subset=list(metrics),
