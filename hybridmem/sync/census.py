@@ -77,12 +77,18 @@ def _read(store: Store, key: str) -> dict[str, dict[str, int]] | None:
     return got if isinstance(got, dict) else None
 
 
+def _counts(per: object) -> bool:
+    """Whether a file's entry in a count map is what :class:`Census` writes: chunks (int) per name."""
+    return isinstance(per, dict) and all(isinstance(n, int) for n in per.values())
+
+
 def unread_note(store: Store, chunks: int, model: str) -> str | None:
     """:func:`unread_words` over the whole index (``chunks`` in it), for ``hybridmem status`` and ``memory_status``;
     None when every chunk is in a script ``model`` reads."""
     unread: Counter[str] = Counter()
     for per in (_read(store, UNREAD_META) or {}).values():
-        unread.update(per)
+        if _counts(per):
+            unread.update(per)
     return unread_words(unread, chunks, model) if unread else None
 
 
@@ -99,7 +105,10 @@ class Census:
         self.scripts = scripts  # what the model reads (None: any script, or no model)
         read = {key: _read(store, key) for key in (UNREAD_META, LANGUAGES_META)}
         self.missing = read[LANGUAGES_META] is None  # an index from before the counts: count its stored chunks
-        self.maps = {key: got or {} for key, got in read.items()}
+        self.maps = {key: {path: per for path, per in (got or {}).items() if _counts(per)} for key, got in read.items()}
+        self.totals: Counter[str] = Counter()  # chunks per language over the index, kept as files change
+        for per in self.maps[LANGUAGES_META].values():
+            self.totals.update(per)
         self.dirty: set[str] = set()
 
     def count(self, path: str, texts: Iterable[str]) -> Counter[str]:
@@ -113,13 +122,18 @@ class Census:
                 self.maps[key][path] = dict(counts)
             if (dict(counts) or None) != was:
                 self.dirty.add(key)
+                if key == LANGUAGES_META:
+                    self.totals.subtract(was or {})
+                    self.totals.update(langs)
         return unread
 
     def drop(self, path: str) -> None:
         """Forget a deleted file."""
         for key, counts in self.maps.items():
-            if counts.pop(path, None) is not None:
+            if (was := counts.pop(path, None)) is not None:
                 self.dirty.add(key)
+                if key == LANGUAGES_META:
+                    self.totals.subtract(was)
 
     def count_stored(self, store: Store, skip: set[str]) -> None:
         """Count the chunks an index written before the counts holds (but the files in ``skip``, stored again now)."""
@@ -141,10 +155,8 @@ class Census:
         for key in sorted(self.dirty):
             store.set_meta(key, json.dumps(self.maps[key], ensure_ascii=False))
         if LANGUAGES_META in self.dirty:
-            totals: Counter[str] = Counter()
-            for per in self.maps[LANGUAGES_META].values():
-                totals.update(per)
-            store.set_meta(LANGUAGE_TOTALS_META, json.dumps(dict(totals.most_common()), ensure_ascii=False))
+            totals = {lang: n for lang, n in self.totals.most_common() if n > 0}
+            store.set_meta(LANGUAGE_TOTALS_META, json.dumps(totals, ensure_ascii=False))
         self.dirty.clear()
 
     @staticmethod

@@ -101,14 +101,16 @@ def apply_documents(
     pending chunks that the next sync embeds.
     """
     census = Census(store, getattr(embedder, "scripts", None))  # each file's counts, kept beside its rows
+    deleted = list(deleted)
     if census.missing and store.counts()["files"]:  # an index from before the counts
         with store.transaction():
             census.count_stored(store, skip={doc.path for doc, _ in changed} | set(deleted))
             census.write(store)
-    for path in deleted:
-        with store.transaction():
-            store.delete_file(path)
-            census.drop(path)
+    for start, stop in _batches(len(deleted), batch_files):
+        with store.transaction():  # a batch of deletions, their counts and one generation in one commit
+            for path in deleted[start:stop]:
+                store.delete_file(path)
+                census.drop(path)
             census.write(store)
             store.bump_generation()
     total = len(changed)
