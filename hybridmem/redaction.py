@@ -35,7 +35,7 @@ import re
 import tomllib
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -264,14 +264,28 @@ class Redactor:
 
     rules: tuple[Rule, ...]
     allow: Allowlist | None
+    # The rules each keyword lets run, and those that always run (no keywords): a text is searched once per keyword,
+    # not once per rule naming it, and only the rules whose keywords it holds are tried.
+    by_keyword: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    always: frozenset[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_keyword: dict[str, list[int]] = {}
+        for i, rule in enumerate(self.rules):
+            for k in rule.keywords:
+                by_keyword.setdefault(k, []).append(i)
+        object.__setattr__(self, "by_keyword", {k: tuple(v) for k, v in by_keyword.items()})
+        object.__setattr__(self, "always", frozenset(i for i, rule in enumerate(self.rules) if not rule.keywords))
 
     def findings(self, text: str) -> list[tuple[int, int, str, str]]:
         """``(start, end, rule id, replacement)`` of every secret in ``text``, in text order (spans may overlap)."""
         low = text.lower()
+        tried = set(self.always)
+        for k, rules in self.by_keyword.items():
+            if k in low:
+                tried.update(rules)
         out = []
-        for rule in self.rules:
-            if rule.keywords and not any(k in low for k in rule.keywords):
-                continue
+        for rule in (self.rules[i] for i in sorted(tried)):
             for m in rule.regex.finditer(text):
                 if m.end() == m.start():
                     continue
