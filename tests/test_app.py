@@ -540,7 +540,8 @@ def test_switching_fusion_takes_that_presets_min_score():
     assert cfg.with_fusion("rrf") == cfg.replace(fusion="rrf", min_score=PRESETS["rrf"].min_score)
     assert cfg.with_fusion("combmnz").min_score == 0.5  # no preset of that name: the min score stays
     assert views.other_fusion(cfg) == cfg.with_fusion("rrf")
-    assert views.other_fusion(cfg.with_fusion("rrf")).min_score == PRESETS["weighted"].min_score
+    assert views.other_fusion(cfg.with_fusion("rrf")).min_score == 0.0  # no cut (RRF's) stays no cut
+    assert RankConfig(min_score=0.0).with_fusion("weighted").min_score == 0.0
     both = labeled.compare_configs(cfg)
     assert both["weighted"] is cfg and both["rrf"] == cfg.with_fusion("rrf")
 

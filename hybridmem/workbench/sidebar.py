@@ -126,7 +126,8 @@ def render_source() -> state.Source:
 
 
 def _on_fusion() -> None:
-    """Switching fusion takes that method's preset min score (:func:`hybridmem.config.fusion_min_score`)."""
+    """Switching fusion takes that method's preset min score, and keeps no cut (0) as no cut
+    (:func:`hybridmem.config.fusion_min_score`)."""
     st.session_state[key("min_score")] = fusion_min_score(st.session_state[key("fusion")],
                                                           st.session_state[key("min_score")])
 
