@@ -78,6 +78,32 @@ def test_incremental_sync_embeds_only_changes(workspace: Path):
     assert r5.changed == 1 and r5.embedded == 0 and r5.cache_hits == 1
 
 
+def test_a_file_stored_again_takes_its_unchanged_chunks_tokens_from_the_index(workspace: Path, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    """A grown transcript or a long note edited in one place is mostly chunks the index holds: their tokens are read
+    back, not computed again, and the index is what a rebuild writes."""
+    from hybridmem.sync import documents
+
+    lines = "".join(f"- note {i}: the staging Redis port moved to {6000 + i} on host h{i % 7}.\n" for i in range(400))
+    write(workspace, "memory/long.md", "# Long\n\n" + lines)
+    idx = MemoryIndex(workspace, embedder=HashEmbedder())
+    idx.sync()
+    chunks = idx.status()["chunks"]
+    tokenized: list[str] = []
+    real = documents.tokenize
+    monkeypatch.setattr(documents, "tokenize", lambda text, cfg=None: tokenized.append(text) or real(text, cfg))
+    with (workspace / "memory/long.md").open("a") as fh:
+        fh.write("- note 400: the kayak is stored at the marina.\n")
+    assert idx.sync().changed == 1
+    assert 1 <= len(tokenized) <= 2 < chunks  # the last chunk, which grew (and a new one)
+    rebuilt = MemoryIndex(workspace, index_path=tmp_path / "rebuilt.sqlite", embedder=HashEmbedder())
+    rebuilt.sync()
+    query = "SELECT path, start_line, end_line, hash, tokens FROM chunks ORDER BY path, start_line"
+    assert idx.store._db.execute(query).fetchall() == rebuilt.store._db.execute(query).fetchall()
+    (hit,) = idx.store.keyword_search('"kayak"', 5)
+    assert "kayak is stored at the marina" in idx.store.chunk_rows([hit[0]])[hit[0]][4]
+
+
 def test_status_counts_the_files_changed_on_disk_since_the_last_sync(workspace: Path):
     """A one-shot ``hybridmem status`` has no watcher: ``dirty`` read False while a note had changed on disk. With
     ``disk`` it counts what the next sync would read or drop (new, changed, deleted; not a binary file it skips)."""

@@ -168,6 +168,21 @@ def test_full_reindex_builds_a_new_generation_and_swaps_it_in_one_transaction(pg
     assert pg.check() == []
 
 
+def test_stored_tokens_are_the_generation_being_written(pg: PostgresStore) -> None:
+    """A sync takes the tokens of chunks its index holds already; a full reindex's new generation holds none of the
+    live one's (its tokenizer may differ), only its own."""
+    _fill(pg, ["old payment note", "old retry note"], files=1)
+    path = "memory/f0.md"
+    assert pg.stored_tokens([path, "memory/none.md"]) == {(path, f"{path}-0"): "old payment note",
+                                                          (path, f"{path}-1"): "old retri note"}
+    new = pg.new_generation()
+    assert new.stored_tokens([path]) == {}
+    _fill(new, ["new payment note"], files=1)
+    assert new.stored_tokens([path]) == {(path, f"{path}-0"): "new payment note"}
+    assert pg.stored_tokens([]) == {}
+    new.close()
+
+
 def test_an_unpublished_generation_is_never_read_and_the_next_reindex_removes_it(pg: PostgresStore) -> None:
     _fill(pg, ["live note"], files=1)
     dead = pg.new_generation()

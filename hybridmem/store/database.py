@@ -13,6 +13,7 @@ runs an exact numpy scan (``status()['vector_backend'] == 'numpy'``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -66,24 +67,18 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
             if self.read_only is None:
                 _creatable(Path(self.path))
         self._lock = threading.RLock()
+        self._db = None
         try:
             self._conn = connect(self.path, busy_timeout_ms, drivers, read_only=self.read_only is not None)
-        except Exception as exc:
-            if is_corruption(exc):
-                raise IndexCorruptError(
-                    f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
-                ) from None
-            raise
-        self._db = self._conn.db
-        try:
+            self._db = self._conn.db
             self._migrate()
         except Exception as exc:
-            if is_corruption(exc):
+            if not is_corruption(exc):
+                raise
+            if self._db is not None:
                 self._db.close()
-                raise IndexCorruptError(
-                    f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index --rebuild`"
-                ) from None
-            raise
+            raise IndexCorruptError(f"the index {self.path} is corrupt ({exc}); rebuild it with `hybridmem index "
+                                    "--rebuild`") from None
         self._identity = self._file_identity()
 
     # -- connection --------------------------------------------------------------------------------------------
@@ -189,10 +184,8 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
             if current is not None and int(current) == dims and self.has_vec_table():
                 return True
             self._db.execute("DROP TABLE IF EXISTS chunks_vec")
-            self._db.execute(
-                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}] distance_metric=cosine, "
-                "source text, path text)"
-            )
+            self._db.execute(f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dims)}] "
+                             "distance_metric=cosine, source text, path text)")
             self.set_meta("vec_dims", dims)
         return True
 
@@ -208,6 +201,14 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
     def file_chunk_counts(self) -> dict[str, int]:
         with self._lock:
             return dict(self._db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
+
+    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], str]:
+        """``(path, chunk hash) -> tokens`` of the stored chunks of ``paths``: what a sync that stores one of them
+        again need not tokenize again (the tokenizer's settings are the index's, or it would be rebuilt)."""
+        with self._lock:
+            rows = self._db.execute("SELECT path, hash, tokens FROM chunks WHERE path IN (SELECT value FROM "
+                                    "json_each(?))", (json.dumps(list(paths)),)).fetchall()
+        return {(p, h): t for p, h, t in rows}
 
     def delete_file(self, path: str) -> None:
         """Remove a file and its chunks from every table. Call inside a transaction."""

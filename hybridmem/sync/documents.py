@@ -10,7 +10,7 @@ import hashlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,15 +64,21 @@ class PreparedDoc:
     chunks: list[dict]
 
 
-def prepare(doc: Document, settings: Settings, doc_hash: str | None = None) -> PreparedDoc:
-    """Chunk and tokenize one document (no I/O)."""
+def prepare(doc: Document, settings: Settings, doc_hash: str | None = None,
+            stored: Mapping[tuple[str, str], str] | None = None) -> PreparedDoc:
+    """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> tokens`` of chunks the index
+    holds already (:meth:`~hybridmem.store.Store.stored_tokens`), taken as they are: a transcript that grew, or a
+    long note edited in one place, is mostly chunks it held before."""
     chunks = []
     transcript = doc.source == "sessions" and doc.line_map is not None  # sessions.parse_transcript's lines
     for c in chunk_text(doc.text, settings.chunking, doc.line_map):
+        tokens = (stored or {}).get((doc.path, c.hash))
+        if tokens is None:
+            tokens = " ".join(tokenize(keyword_text(c.text) if transcript else c.text, settings.tokenizer))
         chunks.append(
             {
                 "start_line": c.start_line, "end_line": c.end_line, "hash": c.hash, "text": c.text,
-                "tokens": " ".join(tokenize(keyword_text(c.text) if transcript else c.text, settings.tokenizer)),
+                "tokens": tokens,
                 "timestamp": doc.timestamp,
                 "evergreen": doc.evergreen,
             }
@@ -117,7 +123,9 @@ def apply_documents(
     unread: Counter[str] = Counter()  # chunks stored here in a script the model does not read, per script
     stored = 0
     for start, stop in _batches(total, batch_files):
-        batch = [(prepare(doc, settings, meta["hash"]), meta) for doc, meta in changed[start:stop]]
+        docs = changed[start:stop]
+        known = store.stored_tokens([meta["path"] for _, meta in docs])  # files stored before: their chunks' tokens
+        batch = [(prepare(doc, settings, meta["hash"], known), meta) for doc, meta in docs]
         stored += sum(len(p.chunks) for p, _ in batch)
         for p, meta in batch:
             unread.update(census.count(meta["path"], (c["text"] for c in p.chunks)))
