@@ -102,6 +102,17 @@ def test_a_file_stored_again_takes_its_unchanged_chunks_tokens_from_the_index(wo
     assert idx.store._db.execute(query).fetchall() == rebuilt.store._db.execute(query).fetchall()
     (hit,) = idx.store.keyword_search('"kayak"', 5)
     assert "kayak is stored at the marina" in idx.store.chunk_rows([hit[0]])[hit[0]][4]
+    # the same text saved decomposed (its chunks' hashes are of the NFC form, so alike) is tokenized again: Korean
+    # syllables decomposed give the same tokens in another order
+    import unicodedata
+
+    korean = workspace / "memory/ko.md"
+    korean.write_text("# 메모\n\n- 결제 서비스의 재시도 간격은 지수 백오프.\n", encoding="utf-8")
+    idx.sync()
+    korean.write_text(unicodedata.normalize("NFD", korean.read_text(encoding="utf-8")), encoding="utf-8")
+    assert idx.sync().changed == 1
+    rebuilt.sync()
+    assert idx.store._db.execute(query).fetchall() == rebuilt.store._db.execute(query).fetchall()
 
 
 def test_status_counts_the_files_changed_on_disk_since_the_last_sync(workspace: Path):

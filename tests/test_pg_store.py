@@ -173,12 +173,13 @@ def test_stored_tokens_are_the_generation_being_written(pg: PostgresStore) -> No
     live one's (its tokenizer may differ), only its own."""
     _fill(pg, ["old payment note", "old retry note"], files=1)
     path = "memory/f0.md"
-    assert pg.stored_tokens([path, "memory/none.md"]) == {(path, f"{path}-0"): "old payment note",
-                                                          (path, f"{path}-1"): "old retri note"}
+    assert pg.stored_tokens([path, "memory/none.md"]) == {
+        (path, f"{path}-0"): ("old payment note", "old payment note"),
+        (path, f"{path}-1"): ("old retry note", "old retri note")}
     new = pg.new_generation()
     assert new.stored_tokens([path]) == {}
     _fill(new, ["new payment note"], files=1)
-    assert new.stored_tokens([path]) == {(path, f"{path}-0"): "new payment note"}
+    assert new.stored_tokens([path]) == {(path, f"{path}-0"): ("new payment note", "new payment note")}
     assert pg.stored_tokens([]) == {}
     new.close()
 

@@ -202,13 +202,13 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
         with self._lock:
             return dict(self._db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
 
-    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], str]:
-        """``(path, chunk hash) -> tokens`` of the stored chunks of ``paths``: what a sync that stores one of them
-        again need not tokenize again (the tokenizer's settings are the index's, or it would be rebuilt)."""
+    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str, str]]:
+        """``(path, chunk hash) -> (text, tokens)`` of the stored chunks of ``paths``: what a sync that stores one of
+        them again need not tokenize again (the tokenizer's settings are the index's, or it would be rebuilt)."""
         with self._lock:
-            rows = self._db.execute("SELECT path, hash, tokens FROM chunks WHERE path IN (SELECT value FROM "
+            rows = self._db.execute("SELECT path, hash, text, tokens FROM chunks WHERE path IN (SELECT value FROM "
                                     "json_each(?))", (json.dumps(list(paths)),)).fetchall()
-        return {(p, h): t for p, h, t in rows}
+        return {(p, h): (x, t) for p, h, x, t in rows}
 
     def delete_file(self, path: str) -> None:
         """Remove a file and its chunks from every table. Call inside a transaction."""

@@ -65,15 +65,16 @@ class PreparedDoc:
 
 
 def prepare(doc: Document, settings: Settings, doc_hash: str | None = None,
-            stored: Mapping[tuple[str, str], str] | None = None) -> PreparedDoc:
-    """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> tokens`` of chunks the index
-    holds already (:meth:`~hybridmem.store.Store.stored_tokens`), taken as they are: a transcript that grew, or a
+            stored: Mapping[tuple[str, str], tuple[str, str]] | None = None) -> PreparedDoc:
+    """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> (text, tokens)`` of chunks the
+    index holds already (:meth:`~hybridmem.store.Store.stored_tokens`): a chunk of the same file with the same text
+    (not only the same hash, which is of its NFC form) takes its tokens as they are. A transcript that grew, or a
     long note edited in one place, is mostly chunks it held before."""
     chunks = []
     transcript = doc.source == "sessions" and doc.line_map is not None  # sessions.parse_transcript's lines
     for c in chunk_text(doc.text, settings.chunking, doc.line_map):
-        tokens = (stored or {}).get((doc.path, c.hash))
-        if tokens is None:
+        text, tokens = (stored or {}).get((doc.path, c.hash), ("", None))
+        if tokens is None or text != c.text:
             tokens = " ".join(tokenize(keyword_text(c.text) if transcript else c.text, settings.tokenizer))
         chunks.append(
             {

@@ -224,13 +224,14 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
         return dict(self._q(f"SELECT path, count(*) FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} GROUP BY path",
                             self._p()))
 
-    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], str]:
-        """``(path, chunk hash) -> tokens`` of the stored chunks of ``paths`` (in the generation being written)."""
+    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str, str]]:
+        """``(path, chunk hash) -> (text, tokens)`` of the stored chunks of ``paths`` (in the generation being
+        written)."""
         if not paths:
             return {}
-        rows = self._q(f"SELECT path, hash, tokens FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND "
+        rows = self._q(f"SELECT path, hash, text, tokens FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND "
                        "path = ANY(%(paths)s)", self._p(paths=list(paths)))
-        return {(p, h): t for p, h, t in rows}
+        return {(p, h): (x, t) for p, h, x, t in rows}
 
     def _require_tx(self) -> None:
         if not self.link.in_tx:
