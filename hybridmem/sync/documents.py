@@ -71,10 +71,13 @@ def prepare(doc: Document, settings: Settings, doc_hash: str | None = None,
     (not only the same hash, which is of its NFC form) takes its tokens as they are. A transcript that grew, or a
     long note edited in one place, is mostly chunks it held before."""
     chunks = []
+    known = stored or {}
     transcript = doc.source == "sessions" and doc.line_map is not None  # sessions.parse_transcript's lines
     for c in chunk_text(doc.text, settings.chunking, doc.line_map):
-        text, tokens = (stored or {}).get((doc.path, c.hash), ("", None))
-        if tokens is None or text != c.text:
+        held = known.get((doc.path, c.hash))
+        if held is not None and held[0] == c.text:
+            tokens = held[1]
+        else:
             tokens = " ".join(tokenize(keyword_text(c.text) if transcript else c.text, settings.tokenizer))
         chunks.append(
             {
