@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import time
+import unicodedata
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -174,14 +175,23 @@ def test_stored_tokens_are_the_generation_being_written(pg: PostgresStore) -> No
     _fill(pg, ["old payment note", "old retry note"], files=1)
     path = "memory/f0.md"
     assert pg.stored_tokens([path, "memory/none.md"]) == {
-        (path, f"{path}-0"): ("old payment note", "old payment note"),
-        (path, f"{path}-1"): ("old retry note", "old retri note")}
+        (path, f"{path}-0"): ("old payment note", "old payment note", 1),
+        (path, f"{path}-1"): ("old retry note", "old retri note", 1)}
     new = pg.new_generation()
     assert new.stored_tokens([path]) == {}
     _fill(new, ["new payment note"], files=1)
-    assert new.stored_tokens([path]) == {(path, f"{path}-0"): ("new payment note", "new payment note")}
+    assert new.stored_tokens([path]) == {(path, f"{path}-0"): ("new payment note", "new payment note", 1)}
     assert pg.stored_tokens([]) == {}
     new.close()
+    # a chunk repeated is counted; one hash held by two texts (a note's NFC and NFD forms) has no one text
+    chunks = _chunks(["same note", "same note", "Hoá đơn", unicodedata.normalize("NFD", "Hoá đơn")], path)
+    for c, h in zip(chunks, ("a", "a", "b", "b")):
+        c["hash"] = h
+    with pg.transaction():
+        pg.upsert_file({"path": path, "abspath": None, "source": "memory", "hash": "h2", "mtime": 0.0, "size": 0,
+                        "date": None, "evergreen": 1}, chunks, [None] * 4)
+    got = pg.stored_tokens([path])
+    assert (got[(path, "a")], got[(path, "b")][::2], len(got)) == (("same note", "same note", 2), (None, 2), 2)
 
 
 def test_an_unpublished_generation_is_never_read_and_the_next_reindex_removes_it(pg: PostgresStore) -> None:

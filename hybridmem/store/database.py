@@ -202,13 +202,13 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
         with self._lock:
             return dict(self._db.execute("SELECT path, count(*) FROM chunks GROUP BY path").fetchall())
 
-    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str, str]]:
-        """``(path, chunk hash) -> (text, tokens)`` of the stored chunks of ``paths``: what a sync that stores one of
-        them again need not tokenize again (the tokenizer's settings are the index's, or it would be rebuilt)."""
+    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str | None, str, int]]:
+        """``(path, chunk hash) -> (text, tokens, chunks)`` of ``paths``' stored chunks (text None if they differ)."""
+        q = ("SELECT path, hash, min(text), max(text) = min(text), min(tokens), count(*) FROM chunks WHERE path IN "
+             "(SELECT value FROM json_each(?)) GROUP BY path, hash")
         with self._lock:
-            rows = self._db.execute("SELECT path, hash, text, tokens FROM chunks WHERE path IN (SELECT value FROM "
-                                    "json_each(?))", (json.dumps(list(paths)),)).fetchall()
-        return {(p, h): (x, t) for p, h, x, t in rows}
+            rows = self._db.execute(q, (json.dumps(list(paths)),)).fetchall()
+        return {(p, h): (x if same else None, t, n) for p, h, x, same, t, n in rows}
 
     def delete_file(self, path: str) -> None:
         """Remove a file and its chunks from every table. Call inside a transaction."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from hybridmem.ranking.adaptive import MAX_QUERY_LETTERS, foreign_letters
 from hybridmem.ranking.language import text_language
@@ -105,17 +105,30 @@ class Census:
         self.scripts = scripts  # what the model reads (None: any script, or no model)
         read = {key: _read(store, key) for key in (UNREAD_META, LANGUAGES_META)}
         self.missing = read[LANGUAGES_META] is None  # an index from before the counts: count its stored chunks
+        self.kept = not self.missing  # the maps held each stored file's counts when this sync began
         self.maps = {key: {path: per for path, per in (got or {}).items() if _counts(per)} for key, got in read.items()}
         self.totals: Counter[str] = Counter()  # chunks per language over the index, kept as files change
         for per in self.maps[LANGUAGES_META].values():
             self.totals.update(per)
         self.dirty: set[str] = set()
 
-    def count(self, path: str, texts: Iterable[str]) -> Counter[str]:
-        """Count ``path``'s chunks (``texts``) afresh; returns its chunks per unread script."""
+    def count(self, path: str, texts: Iterable[str], before: Mapping[str, int] | None = None) -> Counter[str]:
+        """Count ``path``'s chunks (``texts``); returns its chunks per unread script. ``before``: the file's stored
+        chunks (text -> how many), when known: only the texts that came or went are read, and its counts change by
+        theirs (a transcript that grew by a few messages is read in a few chunks, not ten thousand)."""
         texts = list(texts)
-        unread = Counter(s for t in texts if (s := unread_script(t, self.scripts)))
-        langs = Counter(lang for t in texts if (lang := text_language(t)))
+        if before is None or not self.kept:
+            unread, langs = self._read_texts(texts)
+        else:
+            now, was = Counter(texts), Counter(before)
+            came, went = self._read_texts(list((now - was).elements())), self._read_texts(list((was - now).elements()))
+            unread, langs = (Counter(self.maps[key].get(path, {})) for key in (UNREAD_META, LANGUAGES_META))
+            for counts, plus, minus in zip((unread, langs), came, went):
+                counts.update(plus)
+                counts.subtract(minus)
+            if any(n < 0 for counts in (unread, langs) for n in counts.values()):  # counts not of these chunks
+                unread, langs = self._read_texts(texts)
+            unread, langs = +unread, +langs
         for key, counts in ((UNREAD_META, unread), (LANGUAGES_META, langs)):
             was = self.maps[key].pop(path, None)
             if counts:
@@ -126,6 +139,11 @@ class Census:
                     self.totals.subtract(was or {})
                     self.totals.update(langs)
         return unread
+
+    def _read_texts(self, texts: list[str]) -> tuple[Counter[str], Counter[str]]:
+        """Chunks per unread script and per language among ``texts``."""
+        return (Counter(s for t in texts if (s := unread_script(t, self.scripts))),
+                Counter(lang for t in texts if (lang := text_language(t))))
 
     def drop(self, path: str) -> None:
         """Forget a deleted file."""

@@ -64,12 +64,14 @@ class PreparedDoc:
     chunks: list[dict]
 
 
-def prepare(doc: Document, settings: Settings, doc_hash: str | None = None,
-            stored: Mapping[tuple[str, str], tuple[str, str]] | None = None) -> PreparedDoc:
-    """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> (text, tokens)`` of chunks the
-    index holds already (:meth:`~hybridmem.store.Store.stored_tokens`): a chunk of the same file with the same text
-    (not only the same hash, which is of its NFC form) takes its tokens as they are. A transcript that grew, or a
-    long note edited in one place, is mostly chunks it held before."""
+Stored = Mapping[tuple[str, str], tuple["str | None", str, int]]  # Store.stored_tokens: (path, hash) -> (text, ...)
+
+
+def prepare(doc: Document, settings: Settings, doc_hash: str | None = None, stored: Stored | None = None) -> PreparedDoc:
+    """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> (text, tokens, chunks)`` of
+    chunks the index holds already (:meth:`~hybridmem.store.Store.stored_tokens`): a chunk of the same file with the
+    same text (not only the same hash, which is of its NFC form) takes its tokens as they are. A transcript that
+    grew, or a long note edited in one place, is mostly chunks it held before."""
     chunks = []
     known = stored or {}
     transcript = doc.source == "sessions" and doc.line_map is not None  # sessions.parse_transcript's lines
@@ -131,8 +133,9 @@ def apply_documents(
         known = store.stored_tokens([meta["path"] for _, meta in docs])  # files stored before: their chunks' tokens
         batch = [(prepare(doc, settings, meta["hash"], known), meta) for doc, meta in docs]
         stored += sum(len(p.chunks) for p, _ in batch)
+        before = _stored_texts(known)
         for p, meta in batch:
-            unread.update(census.count(meta["path"], (c["text"] for c in p.chunks)))
+            unread.update(census.count(meta["path"], (c["text"] for c in p.chunks), before.get(meta["path"], {})))
         vectors: dict[str, np.ndarray] = {}
         if embedder is not None:
             hashes = list(dict.fromkeys(c["hash"] for p, _ in batch for c in p.chunks))
@@ -163,6 +166,17 @@ def apply_documents(
         n_embedded, hits = embed_pending(store, embedder, shared, progress)
     report.embedded += n_embedded
     report.cache_hits += hits
+
+
+def _stored_texts(known: Stored) -> dict[str, dict[str, int] | None]:
+    """Per stored file, its chunks' texts and how many of each (None where one hash's texts differ: count it whole)."""
+    out: dict[str, dict[str, int] | None] = {}
+    for (path, _), (text, _, n) in known.items():
+        if text is None:
+            out[path] = None
+        elif (texts := out.setdefault(path, {})) is not None:
+            texts[text] = n
+    return out
 
 
 def _batches(total: int, size: int, first: int = 16) -> list[tuple[int, int]]:

@@ -224,14 +224,15 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
         return dict(self._q(f"SELECT path, count(*) FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} GROUP BY path",
                             self._p()))
 
-    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str, str]]:
-        """``(path, chunk hash) -> (text, tokens)`` of the stored chunks of ``paths`` (in the generation being
-        written)."""
+    def stored_tokens(self, paths: Sequence[str]) -> dict[tuple[str, str], tuple[str | None, str, int]]:
+        """``(path, chunk hash) -> (text, tokens, chunks)`` of the stored chunks of ``paths`` in the generation being
+        written (text None when chunks of one hash differ in their text)."""
         if not paths:
             return {}
-        rows = self._q(f"SELECT path, hash, text, tokens FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND "
-                       "path = ANY(%(paths)s)", self._p(paths=list(paths)))
-        return {(p, h): (x, t) for p, h, x, t in rows}
+        rows = self._q("SELECT path, hash, min(text), max(text) = min(text), min(tokens), count(*) FROM hm_chunks "
+                       f"WHERE ns = %(ns)s AND gen = {LIVE} AND path = ANY(%(paths)s) GROUP BY path, hash",
+                       self._p(paths=list(paths)))
+        return {(p, h): (x if same else None, t, n) for p, h, x, same, t, n in rows}
 
     def _require_tx(self) -> None:
         if not self.link.in_tx:
