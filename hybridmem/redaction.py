@@ -258,6 +258,27 @@ def _user_rules(extra: Sequence[str]) -> tuple[Rule, ...]:
     return tuple(out)
 
 
+MEMO_CHARS = 16_000_000  # characters of messages one rule set remembers redacting (about 16 MB); then it forgets them
+
+
+class _Memo:
+    """Transcript messages one rule set redacted, and what each became. A sync reads a grown transcript whole again:
+    in a process that keeps running (``watch``, the MCP server) only its new messages are redacted. Emptied when
+    full."""
+
+    def __init__(self) -> None:
+        self.got: dict[str, str] = {}
+        self.chars = 0
+
+    def put(self, text: str, out: str) -> None:
+        if len(text) > MEMO_CHARS // 64:
+            return
+        if self.chars + len(text) > MEMO_CHARS:
+            self.got, self.chars = {}, 0
+        self.got[text] = out
+        self.chars += len(text)
+
+
 @dataclass(frozen=True)
 class Redactor:
     """A compiled rule set; call :meth:`redact` or :meth:`findings`."""
@@ -268,6 +289,7 @@ class Redactor:
     # not once per rule naming it, and only the rules whose keywords it holds are tried.
     by_keyword: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     always: frozenset[int] = field(init=False, repr=False, compare=False)
+    memo: _Memo = field(init=False, repr=False, compare=False, default_factory=_Memo)
 
     def __post_init__(self) -> None:
         by_keyword: dict[str, list[int]] = {}
@@ -307,8 +329,18 @@ class Redactor:
                 out.append((start, end, rule.id, rule.replacement))
         return sorted(out)
 
-    def redact(self, text: str) -> str:
-        """``text`` with every finding replaced; a replaced span keeps its line breaks."""
+    def redact(self, text: str, remember: bool = False) -> str:
+        """``text`` with every finding replaced; a replaced span keeps its line breaks. ``remember``: look it up among
+        the texts redacted so, and remember it (a transcript's messages, read whole again each time it grows)."""
+        if not remember or not self.rules:
+            return self._redact(text)
+        out = self.memo.got.get(text)
+        if out is None:
+            out = self._redact(text)
+            self.memo.put(text, out)
+        return out
+
+    def _redact(self, text: str) -> str:
         spans = self.findings(text)
         if not spans:
             return text

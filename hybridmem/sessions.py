@@ -211,7 +211,7 @@ def parse_transcript(lines: Iterable[str], patterns: Redactor | None = None) -> 
         text, bad = replace_surrogates(_content_text(msg.get("content")))
         if bad:
             surrogate_lines.append(number)
-        text = " ".join(redact(text, pats).split())
+        text = " ".join(pats.redact(text, remember=True).split())
         if not text:
             continue
         ts = _timestamp(record.get("timestamp", msg.get("timestamp")))

@@ -296,3 +296,46 @@ def test_get_returns_text_as_indexed(tmp_path: Path) -> None:
         idx.sync()
         assert "ghp_0123456789" in idx.get("MEMORY.md")["text"]
         assert "hunter22" in idx.get("sessions/s.jsonl")["text"]
+
+
+def test_a_process_redacts_a_grown_transcripts_old_messages_once(tmp_path: Path, monkeypatch) -> None:
+    """A sync reads a grown transcript whole again. A process that keeps running (``watch``, the MCP server) redacted
+    its old messages on the last read: only the new ones are redacted now (a 15.8 MB transcript grown by 60 messages:
+    7.0-7.5 s -> 2.4 s), and the index is what a fresh process writes. A rule set forgets what it redacted once the
+    texts it remembers pass ``MEMO_CHARS``."""
+    from hybridmem import redaction
+    from hybridmem.index import MemoryIndex
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    run = uuid.uuid4().hex  # texts no earlier test in this process redacted
+    lines = [json.dumps({"role": "user", "content": f"{run} {i}: {t}"}) for i, (t, _) in enumerate(POSITIVE)]
+    lines += [json.dumps({"role": "assistant", "content": f"{run} step {i}: the retry loop backs off."}) for i in range(60)]
+    transcript = ws / "sessions" / "s.jsonl"
+    transcript.write_text("\n".join(lines) + "\n")
+    calls: list[str] = []
+    real = redaction.Redactor.findings
+    monkeypatch.setattr(redaction.Redactor, "findings", lambda self, text: calls.append(text) or real(self, text))
+    settings = Settings().override(embedding={"provider": "none"}, sync={"session_delta_messages": 1})
+    query = "SELECT start_line, end_line, text, tokens FROM chunks ORDER BY start_line, id"
+    with MemoryIndex(ws, settings=settings, embedder=None) as idx:
+        idx.sync()
+        assert len(calls) == len(lines)
+        new = [f"{run} later: token ghp_{rnd(36, seed=7)} was rotated", f"{run} later: the cache warmed up."]
+        with transcript.open("a") as fh:
+            fh.write("".join(json.dumps({"role": "user", "content": t}) + "\n" for t in new))
+        calls.clear()
+        assert idx.sync().changed == 1
+        assert calls == new  # the old messages were remembered, not redacted again
+        got = idx.store._db.execute(query).fetchall()
+    with MemoryIndex(ws, index_path=tmp_path / "fresh.sqlite", settings=settings, embedder=None) as fresh:
+        redaction.redactor().memo.got = {}  # as a new process
+        fresh.sync()
+        assert fresh.store._db.execute(query).fetchall() == got
+    assert "ghp_" not in "".join(r[2] for r in got) and "[REDACTED]" in got[-1][2]
+    monkeypatch.setattr(redaction, "MEMO_CHARS", 6_400)  # texts of 100 characters at most; full, then emptied
+    texts = [json.loads(line)["content"] for line in lines] * 2
+    rules = redaction.redactor()
+    rules.memo.got, rules.memo.chars = {}, 0
+    assert [rules.redact(t, remember=True) for t in texts] == [rules._redact(t) for t in texts]
+    assert sum(map(len, texts)) > 6_400 >= rules.memo.chars > 0
