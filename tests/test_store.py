@@ -95,3 +95,34 @@ def test_scoped_knn_through_rowid_constraint_matches(tmp_path):
         direct = store.vector_knn(q, 7, source=source, path_prefix=prefix)
         via_rowids = [(i, 1.0 - d) for i, d in store._vector_knn_rowids(blob, 7, source, prefix)]
         assert [i for i, _ in direct] == [i for i, _ in via_rowids]
+
+
+def test_a_second_store_on_an_open_index_keeps_the_first_ones_locks(tmp_path):
+    """POSIX locks belong to a process: opening the index file again in a process that holds it (the MCP server
+    opening it with new settings while the old index serves, the workbench's pages) and closing that descriptor, as
+    the check for a file that is not an index did with ``open`` and the stdlib ``sqlite3``, dropped the locks of the
+    store already open. Another process's connection then took itself for the last one, checkpointed and deleted the
+    write-ahead log, and the first store's later commits went to the deleted file: no other process ever saw them."""
+    import subprocess
+    import sys
+
+    from hybridmem.store.connection import driver, held
+
+    path = tmp_path / "i.sqlite"
+    first = Store(path)
+    with first.transaction():
+        first.set_meta("before", "1")
+    assert held(path) and driver()[0] == first.driver  # one SQLite library for every index connection
+    Store(path).close()  # a second store on the same file, opened and closed
+    other = (f"import {driver()[1].__name__} as m; db = m.connect({str(path)!r}, isolation_level=None); "
+             "db.execute(\"INSERT INTO meta(key, value) VALUES ('other', '1')\"); db.close()")
+    subprocess.run([sys.executable, "-c", other], check=True)
+    assert (tmp_path / "i.sqlite-wal").exists()  # the first store still holds the log: not deleted under it
+    with first.transaction():
+        first.set_meta("after", "1")
+    read = (f"import {driver()[1].__name__} as m; print(sorted(k for k, in m.connect({str(path)!r}).execute("
+            "'SELECT key FROM meta')))")
+    seen = subprocess.run([sys.executable, "-c", read], check=True, capture_output=True, text=True).stdout
+    assert {"before", "other", "after"} <= set(eval(seen))  # noqa: S307 - a list of strings printed above
+    first.close()
+    assert not held(path)

@@ -1,7 +1,9 @@
 """Opening the index database: a driver that can load sqlite-vec, WAL journaling, and corruption detection.
 
-The stdlib ``sqlite3`` of many Python builds cannot load extensions; :func:`connect` tries ``sqlean`` and
-``pysqlite3`` first and falls back to exact numpy vector search (``vec=False``) when none can load sqlite-vec.
+The stdlib ``sqlite3`` of many Python builds cannot load extensions; :func:`driver` picks ``sqlean`` or ``pysqlite3``
+first, once per process, and falls back to exact numpy vector search (``vec=False``) when none can load sqlite-vec.
+Every connection to an index goes through that one library, and no file this process holds open is opened again
+beside it (:func:`held`): POSIX locks belong to the process, and closing a second descriptor of the file drops them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import importlib
 import os
 import sqlite3
+import threading
+import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,7 +30,7 @@ class NotAnIndexError(HybridMemError):
     """The index path names a file that is not a hybridmem index (a memory file, another database): never written."""
 
 
-def refuse_non_index(path: str | Path) -> None:
+def refuse_non_index(path: str | Path, drivers: Sequence[str] = DRIVERS) -> None:
     """Raise :class:`NotAnIndexError` when ``path`` exists and is not an index, so nothing is ever written over it.
 
     A file is taken for a (possibly corrupt) index when it starts with the SQLite header, or when it lies in our own
@@ -41,6 +46,8 @@ def refuse_non_index(path: str | Path) -> None:
         if p.exists() and not p.is_file() and not p.is_dir():  # /dev/null took the index and made /dev/null-journal
             raise NotAnIndexError(f"{p} is not a regular file (a device, a pipe or a socket): give --index a file "
                                   "path of its own")
+        if held(p):  # checked when this process opened it; closing a file of our own here drops that one's locks
+            return
         with open(p, "rb") as fh:
             head = fh.read(len(SQLITE_HEADER))
     except IsADirectoryError:
@@ -58,14 +65,15 @@ def refuse_non_index(path: str | Path) -> None:
         raise NotAnIndexError(f"{what} (not an SQLite database); refusing to open or overwrite it: give --index a path "
                               "of its own")
     if head == SQLITE_HEADER:  # a database: ours has a meta table (or is still empty); read without writing a byte
+        mod = driver(tuple(drivers))[1]  # the library the index is opened with (see driver)
         try:
-            db = sqlite3.connect(f"file:{p.absolute()}?mode=ro", uri=True)
+            db = mod.connect(f"file:{p.absolute()}?mode=ro", uri=True)
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 names = sorted(r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
             finally:
                 db.close()
-        except sqlite3.Error:
+        except mod.Error:
             return  # unreadable: a corrupt index, for the caller to report
         if version == 0 and names and "meta" not in names:
             raise NotAnIndexError(f"{what}: it is an SQLite database but not a hybridmem index (tables "
@@ -102,7 +110,7 @@ def _load_driver(name: str) -> Any:
 
 def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_ms, drivers: Sequence[str] = DRIVERS,
             read_only: bool = False) -> Connection:
-    """Open ``path`` with the first driver that can load sqlite-vec; else the first that opens it at all.
+    """Open ``path`` with :func:`driver`'s library: the first that can load sqlite-vec, else the first that imports.
 
     WAL journaling and a busy timeout are set, so readers keep working while a writer syncs. ``read_only`` opens with
     ``mode=ro`` (``immutable=1`` when even the write-ahead log's shared memory cannot be created, as on a read-only
@@ -119,44 +127,108 @@ def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_
                 if query == "immutable=1" or is_corruption(exc):
                     raise
         raise AssertionError("unreachable")
+    name, mod, vec_error = driver(tuple(drivers))
+    uri = str(path).startswith("file:")
+    try:
+        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
+                         uri=uri, factory=_connection_class(mod))
+    except Exception as exc:  # noqa: BLE001 - each driver's own OperationalError: a folder that takes no file
+        if "unable to open database file" not in str(exc):
+            raise
+        raise NotAnIndexError(f"cannot open or create the index {path}: its folder does not take a database file "
+                              "(a system folder, or one without write access); give --index a path of its own"
+                              ) from None
+    if vec_error is None:
+        try:
+            _load_vec(db)
+        except Exception as exc:  # noqa: BLE001 - loaded into an in-memory database, yet not into this one
+            vec_error = f"{name}: {type(exc).__name__}: {exc}"
+    _pragmas(db, busy_timeout_ms)
+    _hold(str(path)[5:].split("?")[0] if uri else path, db)
+    return Connection(db=db, driver=name, vec=vec_error is None, vec_error=vec_error)
+
+
+_HELD: dict[tuple[int, int], "weakref.WeakSet[Any]"] = {}  # (device, inode) -> this process's connections to it
+_HELD_LOCK = threading.Lock()
+
+
+def _identity(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def held(path: str | Path) -> bool:
+    """Whether this process holds a connection open to the index file at ``path``. POSIX locks belong to a process,
+    not to a file descriptor: closing any descriptor of the file (Python's ``open``, another copy of SQLite) drops
+    every lock the process's connections hold on it. Another process's connection then takes them for gone, checkpoints
+    and deletes the write-ahead log, and this one's later commits go to a deleted file (``tests/test_store.py``)."""
+    key = _identity(path)
+    with _HELD_LOCK:
+        conns = list(_HELD.get(key, ())) if key else []
+    for db in conns:
+        try:
+            db.in_transaction  # noqa: B018 - raises once the connection is closed
+            return True
+        except Exception:  # noqa: BLE001 - each driver's own ProgrammingError
+            continue
+    return False
+
+
+def _hold(path: str | Path, db: Any) -> None:
+    if (key := _identity(path)) is not None:
+        with _HELD_LOCK:
+            _HELD.setdefault(key, weakref.WeakSet()).add(db)
+
+
+@lru_cache(maxsize=None)
+def _connection_class(mod: Any) -> type:
+    return type("Connection", (mod.Connection,), {})  # the driver's own, with a weak reference (see held)
+
+
+@lru_cache(maxsize=None)
+def driver(drivers: tuple[str, ...] = DRIVERS) -> tuple[str, Any, str | None]:
+    """``(name, module, why sqlite-vec is not loaded or None)``: the SQLite library this process opens index files
+    with, chosen once: the first of ``drivers`` that loads sqlite-vec (tried on an in-memory database), else the first
+    that imports. Every connection to an index goes through it, the check of a file that may not be an index too.
+    Two copies of SQLite in one process do not share their record of the file's locks: closing a file through one
+    drops the POSIX locks the other holds on it, another process's connection then takes this one's for gone,
+    checkpoints and deletes the write-ahead log, and this process's later commits go to a deleted file
+    (``tests/test_store.py``).
+
+    Raises:
+        IndexCorruptError: no driver of ``drivers`` can be imported.
+    """
     errors: list[str] = []
-    fallback: tuple[Any, str] | None = None
+    first: tuple[str, Any] | None = None
     for name in drivers:
         try:
             mod = _load_driver(name)
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
             continue
+        first = first or (name, mod)
+        db = mod.connect(":memory:")
         try:
-            db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
-                             uri=str(path).startswith("file:"))
-        except Exception as exc:  # noqa: BLE001 - each driver's own OperationalError: a folder that takes no file
-            if "unable to open database file" not in str(exc):
-                raise
-            raise NotAnIndexError(f"cannot open or create the index {path}: its folder does not take a database file "
-                                  "(a system folder, or one without write access); give --index a path of its own"
-                                  ) from None
-        try:
-            db.enable_load_extension(True)
-            import sqlite_vec
-
-            sqlite_vec.load(db)
-            db.enable_load_extension(False)
+            _load_vec(db)
+            return name, mod, None
         except Exception as exc:  # AttributeError when the build lacks extension loading
             errors.append(f"{name}: {type(exc).__name__}: {exc}")
-            if fallback is None:
-                fallback = (db, name)
-            else:
-                db.close()
-            continue
-        if fallback is not None:
-            fallback[0].close()
-        _pragmas(db, busy_timeout_ms)
-        return Connection(db=db, driver=name, vec=True, vec_error=None)
-    if fallback is None:
-        raise IndexCorruptError(f"no SQLite driver could open {path}: {'; '.join(errors)}")
-    _pragmas(fallback[0], busy_timeout_ms)
-    return Connection(db=fallback[0], driver=fallback[1], vec=False, vec_error="; ".join(errors))
+        finally:
+            db.close()
+    if first is None:
+        raise IndexCorruptError(f"no SQLite driver could be loaded: {'; '.join(errors)}")
+    return first[0], first[1], "; ".join(errors)
+
+
+def _load_vec(db: Any) -> None:
+    db.enable_load_extension(True)
+    import sqlite_vec
+
+    sqlite_vec.load(db)
+    db.enable_load_extension(False)
 
 
 def _pragmas(db: Any, busy_timeout_ms: int) -> None:

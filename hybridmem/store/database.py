@@ -62,7 +62,7 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
         self.read_only: str | None = None  # why this index cannot be written (searches still work), or None
         self._identity: tuple[int, int] | None = None
         if self.path != ":memory:":
-            refuse_non_index(self.path)
+            refuse_non_index(self.path, drivers)
             self.read_only = read_only_reason(self.path)
             if self.read_only is None:
                 _creatable(Path(self.path))
