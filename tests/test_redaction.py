@@ -310,7 +310,8 @@ def test_a_process_redacts_a_grown_transcripts_old_messages_once(tmp_path: Path,
     (ws / "sessions").mkdir(parents=True)
     run = uuid.uuid4().hex  # texts no earlier test in this process redacted
     lines = [json.dumps({"role": "user", "content": f"{run} {i}: {t}"}) for i, (t, _) in enumerate(POSITIVE)]
-    lines += [json.dumps({"role": "assistant", "content": f"{run} step {i}: the retry loop backs off."}) for i in range(60)]
+    lines += [json.dumps({"role": "assistant", "content": f"{run} step {i}: the retry loop backs off."})
+              for i in range(60)]
     transcript = ws / "sessions" / "s.jsonl"
     transcript.write_text("\n".join(lines) + "\n")
     calls: list[str] = []

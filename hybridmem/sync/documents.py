@@ -67,7 +67,8 @@ class PreparedDoc:
 Stored = Mapping[tuple[str, str], tuple["str | None", str, int]]  # Store.stored_tokens: (path, hash) -> (text, ...)
 
 
-def prepare(doc: Document, settings: Settings, doc_hash: str | None = None, stored: Stored | None = None) -> PreparedDoc:
+def prepare(doc: Document, settings: Settings, doc_hash: str | None = None,
+            stored: Stored | None = None) -> PreparedDoc:
     """Chunk and tokenize one document (no I/O). ``stored``: ``(path, chunk hash) -> (text, tokens, chunks)`` of
     chunks the index holds already (:meth:`~hybridmem.store.Store.stored_tokens`): a chunk of the same file with the
     same text (not only the same hash, which is of its NFC form) takes its tokens as they are. A transcript that
