@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--fusion", default=None, help="joint (the default's order), weighted, rrf, or a ranx fusion method")
     sp.add_argument("--answer-threshold", dest="answer_threshold", type=float, default=None,
                     help="the answer gate: return nothing below this probability that memory holds an answer (0: off)")
-    sp.add_argument("--max-results", dest="max_results", type=int, default=None, metavar="N",
+    sp.add_argument("-n", "--max-results", dest="max_results", type=int, default=None, metavar="N",
                     help="return at most N hits (default: ranking.max_results)")
     sp.add_argument("--min-score", dest="min_score", type=float, default=None, metavar="X",
                     help="drop hits scoring below X (default: ranking.min_score, or the --fusion's own)")

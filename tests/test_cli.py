@@ -46,6 +46,10 @@ def test_index_status_search_get_json(kw_workspace: Path, capsys):
     assert code == 0 and json.loads(out)["results"][0]["citation"] == "memory/topics/cars.md#L1-L3"
     code, out, _ = run(capsys, "get", "memory/topics/cars.md", "--from", "3", "--lines", "1", str(kw_workspace))
     assert out.strip() == "The mechanic swapped the timing belt on the Civic in March."
+    # -n, as grep, head and most search tools write it
+    wide = json.loads(run(capsys, "search", "the", str(kw_workspace), "--json", "--answer-threshold", "0")[1])
+    code, out, _ = run(capsys, "search", "the", str(kw_workspace), "--json", "--answer-threshold", "0", "-n", "1")
+    assert len(wide["results"]) > 1 and json.loads(out)["results"] == wide["results"][:1]
     with pytest.raises(SystemExit) as stop:  # two workspaces, or one beside an explicit ".", is still a mistake
         main(["search", "timing belt", ".", "--json", str(kw_workspace)])
     assert stop.value.code == 2 and "unrecognized arguments: " + str(kw_workspace) in capsys.readouterr().err
@@ -141,7 +145,7 @@ def test_get_folds_a_dotdot_that_stays_inside_the_workspace(kw_workspace: Path, 
 
 @pytest.mark.parametrize("argv,message", [
     (["search", "--preset", "nope", "q"], "hybridmem search: error: argument --preset: invalid choice: 'nope'"),
-    (["search", "q", "--max-results", "abc"], "hybridmem search: error: argument --max-results: invalid int value"),
+    (["search", "q", "--max-results", "abc"], "hybridmem search: error: argument -n/--max-results: invalid int value"),
     (["bogus"], "hybridmem: error: argument command: invalid choice: 'bogus'"),
     (["eval", "--metrics"], "hybridmem eval: error: argument --metrics: expected at least one argument"),
 ])
