@@ -258,25 +258,26 @@ def _user_rules(extra: Sequence[str]) -> tuple[Rule, ...]:
     return tuple(out)
 
 
-MEMO_CHARS = 16_000_000  # characters of messages one rule set remembers redacting (about 16 MB); then it forgets them
+MEMO_MESSAGES = 200_000  # messages one rule set remembers redacting (about 100 bytes each); then it forgets them all
+_UNSEEN = object()
 
 
 class _Memo:
-    """Transcript messages one rule set redacted, and what each became. A sync reads a grown transcript whole again:
-    in a process that keeps running (``watch``, the MCP server) only its new messages are redacted. Emptied when
-    full."""
+    """Transcript messages one rule set redacted: each one's digest, and what it became where a secret was replaced
+    (None where it came back as it was). A sync reads a grown transcript whole again: in a process that keeps running
+    (``watch``, the MCP server) only its new messages are redacted. Neither a message nor a secret is kept."""
 
     def __init__(self) -> None:
-        self.got: dict[str, str] = {}
-        self.chars = 0
+        self.got: dict[bytes, str | None] = {}
 
-    def put(self, text: str, out: str) -> None:
-        if len(text) > MEMO_CHARS // 64:
-            return
-        if self.chars + len(text) > MEMO_CHARS:
-            self.got, self.chars = {}, 0
-        self.got[text] = out
-        self.chars += len(text)
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def put(self, key: bytes, text: str, out: str) -> None:
+        if len(self.got) >= MEMO_MESSAGES:
+            self.got = {}
+        self.got[key] = None if out is text else out
 
 
 @dataclass(frozen=True)
@@ -334,11 +335,12 @@ class Redactor:
         the texts redacted so, and remember it (a transcript's messages, read whole again each time it grows)."""
         if not remember or not self.rules:
             return self._redact(text)
-        out = self.memo.got.get(text)
-        if out is None:
-            out = self._redact(text)
-            self.memo.put(text, out)
-        return out
+        key = self.memo.key(text)
+        got = self.memo.got.get(key, _UNSEEN)
+        if got is _UNSEEN:
+            got = self._redact(text)
+            self.memo.put(key, text, got)
+        return text if got is None else got  # type: ignore[return-value]
 
     def _redact(self, text: str) -> str:
         spans = self.findings(text)

@@ -301,8 +301,8 @@ def test_get_returns_text_as_indexed(tmp_path: Path) -> None:
 def test_a_process_redacts_a_grown_transcripts_old_messages_once(tmp_path: Path, monkeypatch) -> None:
     """A sync reads a grown transcript whole again. A process that keeps running (``watch``, the MCP server) redacted
     its old messages on the last read: only the new ones are redacted now (a 15.8 MB transcript grown by 60 messages:
-    7.0-7.5 s -> 2.4 s), and the index is what a fresh process writes. A rule set forgets what it redacted once the
-    texts it remembers pass ``MEMO_CHARS``."""
+    7.0-7.5 s -> 2.4 s), and the index is what a fresh process writes. A rule set keeps each message's digest, never
+    the message or a secret, and forgets them all once it holds ``MEMO_MESSAGES``."""
     from hybridmem import redaction
     from hybridmem.index import MemoryIndex
 
@@ -334,9 +334,12 @@ def test_a_process_redacts_a_grown_transcripts_old_messages_once(tmp_path: Path,
         fresh.sync()
         assert fresh.store._db.execute(query).fetchall() == got
     assert "ghp_" not in "".join(r[2] for r in got) and "[REDACTED]" in got[-1][2]
-    monkeypatch.setattr(redaction, "MEMO_CHARS", 6_400)  # texts of 100 characters at most; full, then emptied
-    texts = [json.loads(line)["content"] for line in lines] * 2
     rules = redaction.redactor()
-    rules.memo.got, rules.memo.chars = {}, 0
+    kept = [v for v in rules.memo.got.values() if v is not None]  # what the messages with a secret became
+    assert len(kept) >= len(POSITIVE) and not [s for _, s in POSITIVE if any(s in v for v in kept)]
+    assert all(len(k) == 16 for k in rules.memo.got)  # digests, not messages
+    monkeypatch.setattr(redaction, "MEMO_MESSAGES", 50)  # full, then emptied
+    texts = [json.loads(line)["content"] for line in lines] * 2
+    rules.memo.got = {}
     assert [rules.redact(t, remember=True) for t in texts] == [rules._redact(t) for t in texts]
-    assert sum(map(len, texts)) > 6_400 >= rules.memo.chars > 0
+    assert len(texts) > 50 >= len(rules.memo.got) > 0
