@@ -49,6 +49,7 @@ def test_quality_figures_are_sane(quick_run: tuple[dict, Path]) -> None:
     assert f["sqlitevec_knn_recall10_1k"] == 1.0 and f["sqlitevec_knn_recall10_5k"] == 1.0  # both are exact
     assert f["warm_resync_chunks"] > 0 and f["index_embedded"] == f["index_chunks"]
     assert 0 < f["delete_half_s"] < f["resync_cold_hash_s"]  # removing half costs less than storing all
+    assert f["transcript_chunks"] > 100 and f["transcript_regrown_s"] > 0 and f["transcript_reread_s"] > 0
 
 
 def test_sweep_after_retrieval_scores_exactly_what_search_scores(quick_run: tuple[dict, Path]) -> None:

