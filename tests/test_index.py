@@ -115,6 +115,47 @@ def test_a_file_stored_again_takes_its_unchanged_chunks_tokens_from_the_index(wo
     assert idx.store._db.execute(query).fetchall() == rebuilt.store._db.execute(query).fetchall()
 
 
+def test_a_transcript_stored_again_keeps_the_rows_of_the_chunks_it_still_holds(workspace: Path, tmp_path: Path):
+    """Storing a grown transcript deleted and inserted every chunk's row and FTS5 row again, most of what it cost. The
+    rows of chunks the file still holds are kept (their vectors too); their timestamp, the transcript's last
+    message's, is updated. The index is what a rebuild writes, and every FTS5 row holds its chunk's tokens."""
+    import json
+    from datetime import datetime, timezone
+
+    def message(i: int) -> str:
+        return json.dumps({"role": ("user", "assistant")[i % 2], "timestamp": f"2026-11-{1 + i // 100:02d}T10:00:00Z",
+                           "content": f"step {i}: the staging Redis port moved to {6000 + i} on host h{i % 7}."})
+
+    transcript = workspace / "sessions" / "s.jsonl"
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text("".join(message(i) + "\n" for i in range(300)))
+    settings = Settings().override(sync={"session_delta_messages": 1})
+    idx = MemoryIndex(workspace, embedder=HashEmbedder(), settings=settings)
+    idx.sync()
+    write(workspace, "memory/later.md", "# Later\n\n- the kayak is stored at the marina.\n")
+    idx.sync()  # a note stored after the transcript: a row inserted again would take an id above its
+    rows = "SELECT id, start_line, end_line, hash, tokens, timestamp, embedded FROM chunks WHERE path = ? ORDER BY id"
+    before = idx.store._db.execute(rows, ("sessions/s.jsonl",)).fetchall()
+    with transcript.open("a") as fh:
+        fh.write("".join(message(i) + "\n" for i in range(300, 310)) + "not json\n")
+    assert idx.sync().changed == 1
+    after = idx.store._db.execute(rows, ("sessions/s.jsonl",)).fetchall()
+    kept = {r[:4] for r in before} & {r[:4] for r in after}  # the same id, lines and hash
+    assert len(before) - 2 <= len(kept) < len(before)  # all but the last chunk or two, which grew
+    last = datetime(2026, 11, 4, 10, tzinfo=timezone.utc).timestamp()  # the last message's, on every chunk
+    assert {r[5] for r in before} != {last} == {r[5] for r in after}
+    assert all(r[6] == 1 for r in after)  # every chunk has its vector, the kept ones theirs
+    rebuilt = MemoryIndex(workspace, index_path=tmp_path / "rebuilt.sqlite", embedder=HashEmbedder(), settings=settings)
+    rebuilt.sync()
+    query = "SELECT path, start_line, end_line, hash, tokens, timestamp, evergreen FROM chunks ORDER BY 1, 2"
+    assert idx.store._db.execute(query).fetchall() == rebuilt.store._db.execute(query).fetchall()
+    fts = "SELECT count(*), sum(f.tokens = c.tokens) FROM chunks c JOIN chunks_fts f ON f.rowid = c.id"
+    chunks = idx.status()["chunks"]
+    assert idx.store._db.execute(fts).fetchone() == (chunks, chunks)
+    assert idx.store._db.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == chunks
+    assert [r.path for r in idx.search("6305", min_score=0.0, answer_threshold=0.0).results][:1] == ["sessions/s.jsonl"]
+
+
 def test_status_counts_the_files_changed_on_disk_since_the_last_sync(workspace: Path):
     """A one-shot ``hybridmem status`` has no watcher: ``dirty`` read False while a note had changed on disk. With
     ``disk`` it counts what the next sync would read or drop (new, changed, deleted; not a binary file it skips)."""

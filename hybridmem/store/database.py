@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -33,6 +32,7 @@ from hybridmem.store.connection import (
     read_only_reason,
     refuse_non_index,
 )
+from hybridmem.store.file_rows import FileRowsMixin
 from hybridmem.store.health import HealthMixin
 from hybridmem.store.keyword_stats import KeywordStatsMixin
 from hybridmem.store.pending import PendingMixin
@@ -52,7 +52,7 @@ def _creatable(path: Path) -> None:
 _TABLES = ("meta", "files", "chunks", "chunks_fts", "chunks_vec", "embedding_cache")
 
 
-class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
+class Store(FileRowsMixin, EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
     """The index database. Thread-safe for one writer and many readers through an internal lock."""
 
     backend = "sqlite"
@@ -210,60 +210,12 @@ class Store(EmbeddingCacheMixin, HealthMixin, PendingMixin, KeywordStatsMixin):
             rows = self._db.execute(q, (json.dumps(list(paths)),)).fetchall()
         return {(p, h): (x if same else None, t, n) for p, h, x, same, t, n in rows}
 
-    def delete_file(self, path: str) -> None:
-        """Remove a file and its chunks from every table. Call inside a transaction."""
-        ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE path = ?", (path,)).fetchall()]
-        self._delete_chunk_ids(ids)
-        self._db.execute("DELETE FROM chunks WHERE path = ?", (path,))
-        self._db.execute("DELETE FROM files WHERE path = ?", (path,))
-
-    def _delete_chunk_ids(self, ids: Sequence[int]) -> None:
-        has_vec = self.vec_available and self.has_vec_table()
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            marks = ",".join("?" * len(part))
-            self._db.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
-            if has_vec:
-                self._db.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", part)
-
     def touch_file(self, path: str, mtime: float, size: int, abspath: str | None) -> None:
         """Record a file's new mtime, size and place (a workspace moved or copied) when its content hash did not
         change."""
         with self.transaction():
             self._db.execute("UPDATE files SET mtime = ?, size = ?, abspath = ? WHERE path = ?",
                              (mtime, size, abspath, path))
-
-    def upsert_file(
-        self,
-        file: dict[str, Any],
-        chunks: Sequence[dict[str, Any]],
-        vectors: Sequence[np.ndarray | None],
-    ) -> None:
-        """Replace a file's rows. ``chunks`` are dicts with start_line, end_line, hash, text, tokens, timestamp,
-        evergreen; ``vectors`` parallel to them (None when not embedded). Call inside a transaction."""
-        self.delete_file(file["path"])
-        self._db.execute(
-            "INSERT INTO files(path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
-            "VALUES (:path, :abspath, :source, :hash, :mtime, :size, :date, :evergreen, :indexed_at)",
-            {**file, "indexed_at": time.time()},
-        )
-        has_vec = self.vec_available and self.has_vec_table()
-        for chunk, vec in zip(chunks, vectors):
-            cur = self._db.execute(
-                "INSERT INTO chunks(path, source, start_line, end_line, hash, text, tokens, timestamp, evergreen, "
-                "embedded) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    file["path"], file["source"], chunk["start_line"], chunk["end_line"], chunk["hash"], chunk["text"],
-                    chunk["tokens"], chunk["timestamp"], int(chunk["evergreen"]), int(vec is not None),
-                ),
-            )
-            cid = cur.lastrowid
-            self._db.execute("INSERT INTO chunks_fts(rowid, tokens) VALUES (?, ?)", (cid, chunk["tokens"]))
-            if vec is not None and has_vec:
-                self._db.execute(
-                    "INSERT INTO chunks_vec(rowid, embedding, source, path) VALUES (?, ?, ?, ?)",
-                    (cid, np.asarray(vec, dtype=np.float32).tobytes(), file["source"], file["path"]),
-                )
 
     def clear(self) -> None:
         """Delete every file and chunk (the embedding cache stays). Call inside a transaction."""
