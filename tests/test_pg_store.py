@@ -429,3 +429,42 @@ def test_reading_a_namespace_no_sync_wrote_is_an_error_naming_the_ones_that_exis
         assert code == 2 and f"no index in the PostgreSQL namespace '{pg_namespace}x'" in err, err
         assert f"'{pg_namespace}'" in err and err.count("\n") == 1
     assert pg_namespace in indexed_namespaces(pg_url) and pg_namespace + "x" not in indexed_namespaces(pg_url)
+
+
+def test_a_file_stored_again_keeps_the_rows_of_the_chunks_it_still_holds(pg: PostgresStore) -> None:
+    """As on SQLite (tests/test_index.py): the rows of the chunks a file still holds keep their ids, postings and
+    vectors, and take the new timestamp; the chunk that changed is replaced, and the keyword statistics and postings
+    are what writing the file afresh gives."""
+    path = "sessions/s.jsonl"
+    texts = [f"step {i}: the staging redis port moved to {6000 + i}" for i in range(6)]
+    file = {"path": path, "abspath": None, "source": "sessions", "hash": "h1", "mtime": 0.0, "size": 0, "date": None,
+            "evergreen": 0}
+    vectors = list(np.eye(5, 8, dtype=np.float32))
+    pg.ensure_vec_table(8)
+    with pg.transaction():
+        pg.upsert_file(file, _chunks(texts[:5], path), vectors)
+        pg.bump_generation()
+    rows = "SELECT id, hash, text, timestamp, embedded FROM hm_chunks WHERE ns = %(ns)s AND path = %(path)s ORDER BY id"
+    before = pg._q(rows, pg._p(path=path))
+    again = _chunks(texts[:4] + [texts[5]], path)  # the fifth chunk's text changed (the same lines and hash)
+    for c in again:
+        c["timestamp"] = 9.0
+    with pg.transaction():
+        pg.upsert_file({**file, "hash": "h2"}, again, vectors[:4] + [None])
+        pg.bump_generation()
+    after = pg._q(rows, pg._p(path=path))
+    assert [r[:3] for r in after[:4]] == [r[:3] for r in before[:4]]  # kept: the same ids
+    assert after[4][0] not in {r[0] for r in before} and after[4][2] == texts[5] and after[4][4] == 0
+    assert {r[3] for r in after} == {9.0}
+    postings = "SELECT chunk, count(*), sum(tf) FROM hm_postings WHERE ns = %(ns)s GROUP BY chunk ORDER BY chunk"
+    got = [tuple(r) for r in pg._q(postings, pg._p())]
+    fresh = pg.new_generation()
+    with fresh.transaction():
+        fresh.upsert_file({**file, "hash": "h2"}, again, vectors[:4] + [None])
+    want = [tuple(r) for r in fresh._q(postings.replace("ns = %(ns)s", "ns = %(ns)s AND gen = %(gen)s"), fresh._p())]
+    assert [r[1:] for r in got] == [r[1:] for r in want] and [r[0] for r in got] == [r[0] for r in after]
+    c = pg.consistency()
+    assert (c["chunks"], c["fts_rows"], c["embedded"], c["vec_rows"]) == (5, 5, 4, 4) and pg.check() == []
+    assert [cid for cid, _ in pg.keyword_search('"6005"', 5)] == [after[4][0]]
+    assert pg.keyword_search('"6004"', 5) == []
+    fresh.close()

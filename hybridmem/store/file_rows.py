@@ -9,9 +9,47 @@ and inserting their FTS5 rows again was most of what storing it cost (``docs/sou
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+
+# A file's stored chunks, as match_rows reads them (each store names its table, scope and placeholder)
+HELD_SQL = ("SELECT id, source, start_line, end_line, hash, text, embedded, timestamp, evergreen FROM {table}chunks "
+            "WHERE {where}path = {path} ORDER BY id")
+
+
+def match_rows(held: Iterable[Sequence[Any]], source: str, chunks: Sequence[dict[str, Any]],
+               vectors: Sequence[np.ndarray | None]
+               ) -> tuple[list[int], list[tuple[float, int, int]], list[tuple[dict[str, Any], np.ndarray | None]]]:
+    """What storing ``chunks`` (with ``vectors``) of a file whose stored rows are ``held`` (:data:`HELD_SQL`'s, in id
+    order) writes: the ids of the rows to delete, ``(timestamp, evergreen, id)`` of the rows kept whose timestamp or
+    flag changed, and the chunks to insert with their vectors. A row is kept for a chunk of the same source, lines,
+    hash and text (its tokens are its text's: the tokenizer's settings are the index's), with a vector if and only if
+    the chunk has one now.
+
+    Example:
+        >>> held = [(7, "memory", 1, 2, "h1", "a", 1, 0.0, 0), (8, "memory", 3, 4, "h2", "b", 1, 0.0, 0)]
+        >>> chunks = [{"start_line": 1, "end_line": 2, "hash": "h1", "text": "a", "timestamp": 5.0, "evergreen": False},
+        ...           {"start_line": 3, "end_line": 5, "hash": "h3", "text": "c", "timestamp": 5.0, "evergreen": False}]
+        >>> gone, kept, new = match_rows(held, "memory", chunks, [np.ones(2), None])
+        >>> gone, kept, [c["hash"] for c, _ in new]
+        ([8], [(5.0, 0, 7)], ['h3'])
+    """
+    rows: dict[tuple, list[tuple[int, float, int]]] = {}
+    for cid, *key, stamp, evergreen in held:
+        rows.setdefault(tuple(key), []).append((cid, stamp, evergreen))
+    kept: list[tuple[float, int, int]] = []
+    new: list[tuple[dict[str, Any], np.ndarray | None]] = []
+    for chunk, vec in zip(chunks, vectors):
+        key = (source, chunk["start_line"], chunk["end_line"], chunk["hash"], chunk["text"], int(vec is not None))
+        if rows.get(key):
+            cid, stamp, evergreen = rows[key].pop(0)
+            if (stamp, evergreen) != (chunk["timestamp"], int(chunk["evergreen"])):
+                kept.append((chunk["timestamp"], int(chunk["evergreen"]), cid))
+        else:
+            new.append((chunk, vec))
+    return [cid for left in rows.values() for cid, _, _ in left], kept, new
 
 
 class FileRowsMixin:
@@ -47,23 +85,9 @@ class FileRowsMixin:
         """Replace a file's rows. ``chunks`` are dicts with start_line, end_line, hash, text, tokens, timestamp,
         evergreen; ``vectors`` parallel to them (None when not embedded). The rows of chunks the file still holds
         are kept (see the module's doc). Call inside a transaction."""
-        held: dict[tuple, list[tuple[int, float, int]]] = {}
-        for cid, *key, stamp, evergreen in self._db.execute(
-                "SELECT id, source, start_line, end_line, hash, text, embedded, timestamp, evergreen FROM chunks "
-                "WHERE path = ? ORDER BY id", (file["path"],)):
-            held.setdefault(tuple(key), []).append((cid, stamp, evergreen))
-        kept: list[tuple[float, int, int]] = []  # (timestamp, evergreen, id) of the rows kept but changed
-        new: list[tuple[dict[str, Any], np.ndarray | None]] = []
-        for chunk, vec in zip(chunks, vectors):
-            key = (file["source"], chunk["start_line"], chunk["end_line"], chunk["hash"], chunk["text"],
-                   int(vec is not None))  # a chunk's tokens are its text's (the tokenizer's settings are the index's)
-            if held.get(key):
-                cid, stamp, evergreen = held[key].pop(0)
-                if (stamp, evergreen) != (chunk["timestamp"], int(chunk["evergreen"])):
-                    kept.append((chunk["timestamp"], int(chunk["evergreen"]), cid))
-            else:
-                new.append((chunk, vec))
-        self._delete_chunk_ids([cid for rows in held.values() for cid, _, _ in rows], rows=True)
+        held = self._db.execute(HELD_SQL.format(table="", where="", path="?"), (file["path"],))
+        gone, kept, new = match_rows(held, file["source"], chunks, vectors)
+        self._delete_chunk_ids(gone, rows=True)
         self._db.executemany("UPDATE chunks SET timestamp = ?, evergreen = ? WHERE id = ?", kept)
         self._db.execute(  # updated in place: deleting the row would take its chunks along (ON DELETE CASCADE)
             "INSERT INTO files(path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "

@@ -25,6 +25,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from hybridmem.errors import HybridMemError
+from hybridmem.store.file_rows import HELD_SQL, match_rows
 from hybridmem.store.health import HealthMixin
 from hybridmem.store.postgres.cache import PgCacheMixin
 from hybridmem.store.postgres.generations import GenerationsMixin
@@ -260,13 +261,30 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
 
     def upsert_file(self, file: dict[str, Any], chunks: Sequence[dict[str, Any]],
                     vectors: Sequence[np.ndarray | None]) -> None:
-        """Replace a file's rows (file, chunks with their vectors, postings). Call inside a transaction."""
-        self.delete_file(file["path"])
+        """Replace a file's rows (file, chunks with their vectors, postings); the rows of the chunks it still holds
+        are kept (``store/file_rows.py``). Call inside a transaction."""
+        self._require_tx()
+        held = self._q(HELD_SQL.format(table="hm_", where="ns = %(ns)s AND gen = %(gen)s AND ", path="%(path)s"),
+                       self._p(path=file["path"]))
+        gone, kept, fresh = match_rows(held or [], file["source"], chunks, vectors)
+        if gone:
+            rows = self._q("DELETE FROM hm_chunks WHERE id = ANY(%(ids)s) RETURNING length", {"ids": gone})
+            self._q("DELETE FROM hm_postings WHERE chunk = ANY(%(ids)s)", {"ids": gone})
+            self._stats(-len(rows), -sum(r[0] for r in rows))
+        if kept:
+            def stamp(conn: Any) -> None:
+                with conn.cursor() as cur:
+                    cur.executemany("UPDATE hm_chunks SET timestamp = %s, evergreen = %s WHERE id = %s", kept)
+            self.link.read(stamp)
         self._q("INSERT INTO hm_files(ns, gen, path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
                 "VALUES (%(ns)s, %(gen)s, %(path)s, %(abspath)s, %(source)s, %(hash)s, %(mtime)s, %(size)s, %(date)s, "
-                "%(evergreen)s, %(at)s)", self._p(**{**file, "evergreen": int(file["evergreen"]), "at": time.time()}))
-        if not chunks:
+                "%(evergreen)s, %(at)s) ON CONFLICT (ns, gen, path) DO UPDATE SET abspath = EXCLUDED.abspath, "
+                "source = EXCLUDED.source, hash = EXCLUDED.hash, mtime = EXCLUDED.mtime, size = EXCLUDED.size, "
+                "date = EXCLUDED.date, evergreen = EXCLUDED.evergreen, indexed_at = EXCLUDED.indexed_at",
+                self._p(**{**file, "evergreen": int(file["evergreen"]), "at": time.time()}))
+        if not fresh:
             return
+        chunks, vectors = [c for c, _ in fresh], [v for _, v in fresh]
         ids = [r[0] for r in self._q("SELECT nextval('hm_chunks_id_seq') FROM generate_series(1, %(n)s)",
                                      {"n": len(chunks)})]
         ns, gen = self.ns, self._tx_gen
