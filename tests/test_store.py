@@ -125,4 +125,6 @@ def test_a_second_store_on_an_open_index_keeps_the_first_ones_locks(tmp_path):
     seen = subprocess.run([sys.executable, "-c", read], check=True, capture_output=True, text=True).stdout
     assert {"before", "other", "after"} <= set(eval(seen))  # noqa: S307 - a list of strings printed above
     first.close()
-    assert not held(path)
+    from hybridmem.store import connection
+
+    assert not held(path) and connection._identity(path) not in connection._HELD  # closed: the file is forgotten

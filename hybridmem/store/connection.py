@@ -165,21 +165,28 @@ def held(path: str | Path) -> bool:
     not to a file descriptor: closing any descriptor of the file (Python's ``open``, another copy of SQLite) drops
     every lock the process's connections hold on it. Another process's connection then takes them for gone, checkpoints
     and deletes the write-ahead log, and this one's later commits go to a deleted file (``tests/test_store.py``)."""
-    key = _identity(path)
-    with _HELD_LOCK:
-        conns = list(_HELD.get(key, ())) if key else []
-    for db in conns:
-        try:
-            db.in_transaction  # noqa: B018 - raises once the connection is closed
+    if (key := _identity(path)) is None:
+        return False
+    with _HELD_LOCK:  # a connection opened meanwhile by another thread is never forgotten
+        if any(_is_open(db) for db in list(_HELD.get(key, ()))):
             return True
-        except Exception:  # noqa: BLE001 - each driver's own ProgrammingError
-            continue
-    return False
+        _HELD.pop(key, None)  # every connection to it closed: forget the file
+        return False
+
+
+def _is_open(db: Any) -> bool:
+    try:
+        db.in_transaction  # noqa: B018 - raises once the connection is closed
+        return True
+    except Exception:  # noqa: BLE001 - each driver's own ProgrammingError
+        return False
 
 
 def _hold(path: str | Path, db: Any) -> None:
     if (key := _identity(path)) is not None:
         with _HELD_LOCK:
+            for gone in [k for k, conns in _HELD.items() if not conns]:  # files whose connections were collected
+                del _HELD[gone]
             _HELD.setdefault(key, weakref.WeakSet()).add(db)
 
 
