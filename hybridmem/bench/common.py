@@ -16,6 +16,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 
+LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"  # `python -c LAUNCH ARGS` runs the CLI
+
 
 @dataclass(frozen=True)
 class BenchOptions:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridmem.bench.common import BenchOptions, peak_rss_mb
+from hybridmem.bench.common import LAUNCH, BenchOptions, peak_rss_mb
 from hybridmem.chunking import chunk_text
 from hybridmem.config import Settings
 from hybridmem.embeddings.fake import HashEmbedder
@@ -165,8 +165,7 @@ def bench_transcript(opts: BenchOptions, tmp: Path, out: dict[str, float]) -> No
     out["transcript_regrown_s"], out["transcript_chunks"] = rep.seconds, float(rep.chunks)
     with transcript.open("a", encoding="utf-8") as fh:
         fh.write("\n".join(lines[n + 60:]) + "\n")
-    cli = "import sys; from hybridmem.cli import main; sys.exit(main())"
-    argv = [sys.executable, "-c", cli, "index", str(ws), "--index", str(index), "--keyword-only", "--json"]
+    argv = [sys.executable, "-c", LAUNCH, "index", str(ws), "--index", str(index), "--keyword-only", "--json"]
     got = subprocess.run(argv, check=True, capture_output=True, text=True)
     report = json.loads(got.stdout)
     if rep.changed != 1 or report["changed"] != 1:

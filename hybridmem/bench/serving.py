@@ -33,11 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hybridmem.bench.common import BenchOptions, ms, percentiles
+from hybridmem.bench.common import LAUNCH, BenchOptions, ms, percentiles
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "datasets" / "demo-memory" / "workspace"
-LAUNCH = "import sys; from hybridmem.cli import main; sys.exit(main())"
 QUERIES = ("retry backoff for payments", "who owns the on-call rotation", "tokyo trip hotel", "certificate renewal",
            "invoice v2 schema", "connection reset errors", "design review decisions", "database migration plan")
 
