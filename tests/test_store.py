@@ -128,3 +128,47 @@ def test_a_second_store_on_an_open_index_keeps_the_first_ones_locks(tmp_path):
     from hybridmem.store import connection
 
     assert not held(path) and connection._identity(path) not in connection._HELD  # closed: the file is forgotten
+
+
+def test_a_store_another_thread_opens_while_one_checks_the_file_keeps_its_locks(tmp_path, monkeypatch):
+    """The check for a file that is not an index opens and closes the file. Were another thread to open the same index
+    meanwhile (after the check found no connection of this process to it), that close would drop the new connection's
+    locks, as the test above describes; so a thread opening an index waits for a check under way to end."""
+    import subprocess
+    import sys
+    import threading
+
+    from hybridmem.store import connection
+
+    path = tmp_path / "i.sqlite"
+    Store(path).close()
+    real_held, stores, opened = connection.held, [], threading.Event()
+
+    def open_another() -> None:
+        store = Store(path)
+        with store.transaction():
+            store.set_meta("other-thread", "1")
+        stores.append(store)
+        opened.set()
+
+    def held_then_let_another_thread_open(p):  # noqa: ANN001, ANN202 - the check's first step, then another open
+        out = real_held(p)
+        if threading.current_thread() is threading.main_thread() and not stores:
+            threading.Thread(target=open_another, daemon=True).start()
+            opened.wait(1.0)  # waits in vain when the other thread cannot open meanwhile
+        return out
+
+    monkeypatch.setattr(connection, "held", held_then_let_another_thread_open)
+    Store(path).close()
+    assert opened.wait(10) and stores
+    other = (f"import {connection.driver()[1].__name__} as m; db = m.connect({str(path)!r}, isolation_level=None); "
+             "db.execute(\"INSERT INTO meta(key, value) VALUES ('other-process', '1')\"); db.close()")
+    subprocess.run([sys.executable, "-c", other], check=True)
+    assert (tmp_path / "i.sqlite-wal").exists()  # the other thread's store still holds the log
+    with stores[0].transaction():
+        stores[0].set_meta("after", "1")
+    read = (f"import {connection.driver()[1].__name__} as m; print(sorted(k for k, in m.connect({str(path)!r}).execute("
+            "'SELECT key FROM meta')))")
+    seen = subprocess.run([sys.executable, "-c", read], check=True, capture_output=True, text=True).stdout
+    assert {"other-thread", "other-process", "after"} <= set(eval(seen))  # noqa: S307 - a list printed above
+    stores[0].close()

@@ -35,9 +35,14 @@ def refuse_non_index(path: str | Path, drivers: Sequence[str] = DRIVERS) -> None
 
     A file is taken for a (possibly corrupt) index when it starts with the SQLite header, or when it lies in our own
     ``.hybridmem`` folder (an index whose header was overwritten). Anything else (``MEMORY.md``, notes, settings) is
-    refused, and so is a memory-like name (``.md``, ``.jsonl``...) even when empty or absent.
+    refused, and so is a memory-like name (``.md``, ``.jsonl``...) even when empty or absent. The check opens and
+    closes the file, so no other thread of the process opens an index while it runs (see :func:`held`).
     """
-    p = Path(path)
+    with _OPENING:
+        _refuse_non_index(Path(path), drivers)
+
+
+def _refuse_non_index(p: Path, drivers: Sequence[str]) -> None:
     what = f"{p} is not a hybridmem index"
     if p.suffix.lower() in SOURCE_SUFFIXES:
         raise NotAnIndexError(f"{what} (a {p.suffix} file); refusing to use it as one: give --index a path of its own, "
@@ -130,8 +135,10 @@ def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_
     name, mod, vec_error = driver(tuple(drivers))
     uri = str(path).startswith("file:")
     try:
-        db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False, isolation_level=None,
-                         uri=uri, factory=_connection_class(mod))
+        with _OPENING:  # held before any statement takes a lock, and never while another thread checks the file
+            db = mod.connect(str(path), timeout=busy_timeout_ms / 1000, check_same_thread=False,
+                             isolation_level=None, uri=uri, factory=_connection_class(mod))
+            _hold(str(path)[5:].split("?")[0] if uri else path, db)
     except Exception as exc:  # noqa: BLE001 - each driver's own OperationalError: a folder that takes no file
         if "unable to open database file" not in str(exc):
             raise
@@ -144,12 +151,14 @@ def connect(path: str | Path, busy_timeout_ms: int = DEFAULT_STORE.busy_timeout_
         except Exception as exc:  # noqa: BLE001 - loaded into an in-memory database, yet not into this one
             vec_error = f"{name}: {type(exc).__name__}: {exc}"
     _pragmas(db, busy_timeout_ms)
-    _hold(str(path)[5:].split("?")[0] if uri else path, db)
     return Connection(db=db, driver=name, vec=vec_error is None, vec_error=vec_error)
 
 
 _HELD: dict[tuple[int, int], "weakref.WeakSet[Any]"] = {}  # (device, inode) -> this process's connections to it
 _HELD_LOCK = threading.Lock()
+# Held while a thread checks a file with descriptors of its own (refuse_non_index) or opens a connection and records
+# it (connect): otherwise one thread's check could close a descriptor of a file another thread had just opened.
+_OPENING = threading.RLock()
 
 
 def _identity(path: str | Path) -> tuple[int, int] | None:
