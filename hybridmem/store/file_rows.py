@@ -61,11 +61,10 @@ class FileRowsMixin:
         """Remove a file and its chunks from every table. Call inside a transaction."""
         ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE path = ?", (path,)).fetchall()]
         self._delete_chunk_ids(ids)
-        self._db.execute("DELETE FROM chunks WHERE path = ?", (path,))
         self._db.execute("DELETE FROM files WHERE path = ?", (path,))
 
-    def _delete_chunk_ids(self, ids: Sequence[int], rows: bool = False) -> None:
-        """Delete the FTS5 and vector rows of chunks ``ids`` (and, with ``rows``, the chunks themselves)."""
+    def _delete_chunk_ids(self, ids: Sequence[int]) -> None:
+        """Delete chunks ``ids``: their rows, FTS5 rows and vectors."""
         has_vec = self.vec_available and self.has_vec_table()  # type: ignore[attr-defined]
         tables = ["chunks_fts"] + (["chunks_vec"] if has_vec else [])
         for i in range(0, len(ids), 500):
@@ -73,8 +72,7 @@ class FileRowsMixin:
             marks = ",".join("?" * len(part))
             for table in tables:
                 self._db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", part)
-            if rows:
-                self._db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+            self._db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
 
     def upsert_file(
         self,
@@ -87,7 +85,7 @@ class FileRowsMixin:
         are kept (see the module's doc). Call inside a transaction."""
         held = self._db.execute(HELD_SQL.format(table="", where="", path="?"), (file["path"],))
         gone, kept, new = match_rows(held, file["source"], chunks, vectors)
-        self._delete_chunk_ids(gone, rows=True)
+        self._delete_chunk_ids(gone)
         self._db.executemany("UPDATE chunks SET timestamp = ?, evergreen = ? WHERE id = ?", kept)
         self._db.execute(  # updated in place: deleting the row would take its chunks along (ON DELETE CASCADE)
             "INSERT INTO files(path, abspath, source, hash, mtime, size, date, evergreen, indexed_at) "
