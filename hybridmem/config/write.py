@@ -11,17 +11,26 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the threads of one process are still kept apart
+    fcntl = None  # type: ignore[assignment]
 
 from hybridmem.config.ranking import RankConfig
 from hybridmem.config.settings import load_settings, settings_from_dict
 from hybridmem.errors import ConfigError
 
 CONFIG_FILENAME = "hybridmem.toml"
+_SAVING = threading.Lock()  # the threads of one process (two workbench sessions)
 
 
 def ranking_changes(wanted: RankConfig, workspace: str | Path, fields: Iterable[str] | None = None) -> dict[str, Any]:
@@ -61,13 +70,63 @@ def unified_diff(old: str, new: str, name: str = CONFIG_FILENAME) -> str:
 
 
 def write_ranking(workspace: str | Path, changes: Mapping[str, Any]) -> str:
-    """Set ``changes`` in ``<workspace>/hybridmem.toml`` (created when missing, written atomically); the diff."""
-    p = Path(workspace) / CONFIG_FILENAME
-    old, new = ranking_update(p, changes)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, p)
+    """Set ``changes`` in ``<workspace>/hybridmem.toml`` (created when missing); the diff.
+
+    One save at a time reads, changes and writes the file (the threads of one process, and other processes through
+    an ``flock`` on ``.hybridmem.toml.lock`` beside it), so two saves at once both land. Each writes a temporary file
+    of its own, syncs it and renames it over the file (a crash leaves the old file or the new one, never a mix). A
+    settings file that is a symlink keeps its link; the file it points to gets the change.
+
+    Raises:
+        ConfigError: the file is not valid TOML, the result is not valid settings, or the file cannot be written.
+    """
+    real = Path(os.path.realpath(Path(workspace) / CONFIG_FILENAME))
+    try:
+        with _SAVING, _flocked(real.with_name(f".{real.name}.lock")):
+            old, new = ranking_update(real, changes)
+            _replace(real, new)
+    except OSError as exc:
+        raise ConfigError(f"cannot save the settings to {real}: {exc.strerror or exc}") from None
     return unified_diff(old, new)
+
+
+@contextlib.contextmanager
+def _flocked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a synced temporary file renamed over it, keeping the file's mode."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, durable where the file system allows
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 __all__ = ["CONFIG_FILENAME", "ranking_changes", "ranking_update", "unified_diff", "write_ranking"]

@@ -14,6 +14,13 @@ is the start of the note, so a note is in the file whole or not at all; when the
 since (another size or file, or bytes after the old end that are not the note's: a user's edit), it is left alone.
 ``recover`` does the same for every lock file under a folder when a server starts.
 
+A file is known by its inode alone (hosts sharing a folder over NFS each see their own device number for it), and
+the cached line count is trusted only while the file's size, mtime and ctime are those the journal recorded (an edit
+in place that puts the mtime back still moves the ctime). A journal that is not one this module writes (edited by
+hand, another version's) reads as empty. Neither a note nor its lock file is opened unless it is a regular file with
+one link: a FIFO would block the writer, and a hard link would carry the append, or the journal, to a file that may
+lie outside memory/.
+
 Example:
     >>> append(Path("ws/memory/x.md"), lambda tail: (b"a note\\n", tail.lines + 1))   # doctest: +SKIP
     3
@@ -25,6 +32,7 @@ import base64
 import hashlib
 import json
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +50,8 @@ T = TypeVar("T")
 LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
 _BLOCK = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # a lock file or note planted as a link is not written through
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a note fails at once instead of blocking the writer
+_JOURNAL_INTS = {"pending": ("size", "after"), "done": ("size", "mtime_ns", "ctime_ns", "breaks")}
 
 _guard = threading.Lock()
 _locks: dict[str, threading.Lock] = {}
@@ -66,10 +76,32 @@ def breaks_in(data: bytes) -> int:
     return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
+def refuse_odd(st: os.stat_result, name: str) -> None:
+    """PathError unless ``st`` is a regular file with one link (see the module docstring)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise PathError(f"{name} is not a regular file (a FIFO, socket or device), so no note is written to it")
+    if st.st_nlink > 1:
+        raise PathError(f"{name} has other hard links, and a note appended to it would change the files linked to it "
+                        "too (which may lie outside memory/): write the note to another file (the file argument)")
+
+
+def open_note(path: Path, flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags``: never through a final symlink, never blocking on a FIFO, and
+    PathError unless it is a regular file with one link."""
+    fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK, 0o666)
+    try:
+        refuse_odd(os.fstat(fd), path.name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextmanager
 def locked(path: Path) -> Iterator[int]:
     """Hold ``path``'s in-process lock and its lock file's ``flock``; yields the lock file's descriptor. PathError
-    when the lock file is a symlink: its journal would be written to what it points to."""
+    when the lock file is a symlink, a hard link or not a regular file: its journal would be written to another
+    file."""
     key = os.path.abspath(path)
     with _guard:
         lock = _locks.setdefault(key, threading.Lock())
@@ -82,6 +114,10 @@ def locked(path: Path) -> Iterator[int]:
                                 "is one") from None
             raise
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+                raise PathError(f"{lock_path(path).name}, the lock file of {path.name}, is a hard link or not a "
+                                "regular file, so it is not written: remove it and write the note again")
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             yield fd
@@ -95,7 +131,17 @@ def _journal(fd: int) -> dict[str, Any]:
         data = json.loads(raw) if raw.strip() else {}
     except (OSError, ValueError):
         return {}  # cut while being written: the append it announced had not started
-    return data if isinstance(data, dict) else {}
+    return data if _well_formed(data) else {}
+
+
+def _well_formed(data: Any) -> bool:
+    """Whether ``data`` is a journal this module writes (:func:`append`)."""
+    if not isinstance(data, dict) or data.get("state") not in _JOURNAL_INTS:
+        return False
+    ints = [data.get(k) for k in _JOURNAL_INTS[data["state"]]]
+    ident = data.get("id")
+    return (all(type(v) is int for v in ints) and isinstance(ident, list) and all(type(v) is int for v in ident)
+            and (data["state"] == "done" or isinstance(data.get("sha256"), str)))
 
 
 def _set_journal(fd: int, data: dict[str, Any], durable: bool) -> None:
@@ -117,7 +163,7 @@ def _clear_journal(fd: int) -> None:
 
 
 def _identity(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino]
+    return [st.st_ino]  # not st_dev: each NFS client numbers the mount its own way
 
 
 def _recover(path: Path, fd: int) -> str | None:
@@ -126,15 +172,16 @@ def _recover(path: Path, fd: int) -> str | None:
     if j.get("state") != "pending" or path.is_symlink():
         return None
     try:
-        st = path.stat()
+        nfd = open_note(path, os.O_RDONLY)
     except FileNotFoundError:
         _set_journal(fd, {}, durable=False)
         return None
-    before, after = int(j["size"]), int(j["after"])
-    if _identity(st) != j.get("id") or not before <= st.st_size <= after:
-        _set_journal(fd, {}, durable=False)  # changed in another way since: not ours to touch
-        return None
-    with open(path, "rb") as fh:
+    with os.fdopen(nfd, "rb") as fh:
+        st = os.fstat(nfd)
+        before, after = j["size"], j["after"]
+        if _identity(st) != j["id"] or not before <= st.st_size <= after:
+            _set_journal(fd, {}, durable=False)  # changed in another way since: not ours to touch
+            return None
         fh.seek(before)
         written = fh.read(st.st_size - before)
     planned = base64.b64decode(j["data"]) if isinstance(j.get("data"), str) else None
@@ -143,7 +190,7 @@ def _recover(path: Path, fd: int) -> str | None:
     if whole or not written or (planned is not None and planned[:len(written)] != written):
         _set_journal(fd, {}, durable=False)
         return None
-    with open(path, "r+b") as fh:
+    with os.fdopen(open_note(path, os.O_RDWR), "r+b") as fh:
         fh.truncate(before)
         os.fsync(fh.fileno())
     _set_journal(fd, {}, durable=True)
@@ -152,16 +199,17 @@ def _recover(path: Path, fd: int) -> str | None:
 
 def _tail(path: Path, fd: int) -> Tail:
     try:
-        st = path.stat()
+        nfd = open_note(path, os.O_RDONLY)
     except FileNotFoundError:
         return Tail(0, 0, b"")
-    with open(path, "rb") as fh:
+    with os.fdopen(nfd, "rb") as fh:
+        st = os.fstat(nfd)
         fh.seek(max(0, st.st_size - 4))
         last = fh.read(4)
         j = _journal(fd)
-        if j.get("state") == "done" and j.get("id") == _identity(st) and j.get("size") == st.st_size \
-                and j.get("mtime_ns") == st.st_mtime_ns:
-            return Tail(st.st_size, int(j["breaks"]), last)
+        if j.get("state") == "done" and j["id"] == _identity(st) and j["size"] == st.st_size \
+                and j["mtime_ns"] == st.st_mtime_ns and j["ctime_ns"] == st.st_ctime_ns:
+            return Tail(st.st_size, j["breaks"], last)
         fh.seek(0)
         breaks, prev = 0, b""
         while block := fh.read(_BLOCK):
@@ -182,7 +230,7 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             tail = _tail(path, lfd)
             data, result = compose(tail)
             created = tail.size == 0 and not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
+            fd = open_note(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             start = os.fstat(fd)
             if start.st_size == tail.size:
                 break
@@ -211,9 +259,9 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             _clear_journal(lfd)
             return result
         try:  # the note is saved: a journal the disk has no room for only costs the next append a count of lines
+            breaks = tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])
             _set_journal(lfd, {"state": "done", "id": _identity(st), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                               "breaks": tail.breaks + breaks_in(tail.last[-1:] + data) - breaks_in(tail.last[-1:])},
-                         durable=False)
+                               "ctime_ns": st.st_ctime_ns, "breaks": breaks}, durable=False)
         except OSError:
             _clear_journal(lfd)
         return result
@@ -251,4 +299,4 @@ def recover(root: Path) -> list[str]:
     return done
 
 
-__all__ = ["LOCK_SUFFIX", "Tail", "append", "breaks_in", "lock_path", "locked", "recover"]
+__all__ = ["LOCK_SUFFIX", "Tail", "append", "breaks_in", "lock_path", "locked", "open_note", "recover", "refuse_odd"]

@@ -164,8 +164,15 @@ def build_server(service: MemoryService, allow_write: bool = False) -> Server[An
 
         from hybridmem.serve.notefile import recover
 
-        for line in recover(service.workspace / "memory"):
+        undone = recover(service.workspace / "memory")
+        for line in undone:
             print(f"hybridmem: {line}", file=sys.stderr, flush=True)
+        if undone:  # the service indexed the files before they were cut back, and without a watcher no one else will
+            try:
+                service.index.sync()
+            except Exception as exc:  # noqa: BLE001 - the server still starts; the next sync tries again
+                print(f"hybridmem: indexing after the recovery failed ({exc}); the next sync tries again",
+                      file=sys.stderr, flush=True)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list(service, allow_write))

@@ -183,6 +183,10 @@ def target(workspace: Path, file: str | None, now: float | None = None,
         raise PathError(f"path escapes memory/: {file!r}")
     if path.is_dir():
         raise PathError(f"{rel} is a folder, not a note file")
+    try:
+        notefile.refuse_odd(os.lstat(path), rel)  # a FIFO, a device, a hard link (see notefile)
+    except FileNotFoundError:
+        pass
     return path, rel
 
 
@@ -210,7 +214,7 @@ def append_note(workspace: Path, text: str, file: str | None = None, now: float 
         raise
     limit = settings.sources.max_file_bytes
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(notefile.open_note(path, os.O_RDONLY), "rb") as fh:
             held = fh.read(limit)
     except FileNotFoundError:
         held = b""
