@@ -199,6 +199,7 @@ class Arg:
     below: float | None = None  # an exclusive maximum (JSON schema's exclusiveMaximum)
     enum: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    max_length: int | None = None  # a string's most characters (JSON schema's maxLength)
 
     def schema(self, default: Any = None) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type}
@@ -210,6 +211,8 @@ class Arg:
             out["exclusiveMaximum"] = self.below
         if self.enum:
             out["enum"] = list(self.enum)
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
         if default is not None:
             out["default"] = default
         out["description"] = self.description
@@ -222,6 +225,8 @@ class Arg:
                 raise HybridMemError(f"{self.name} must be a string")
             if self.enum and value not in self.enum:
                 raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, got {value!r}")
+            if self.max_length is not None and len(value) > self.max_length:
+                raise HybridMemError(f"{self.name} must be at most {self.max_length} characters, got {len(value)}")
             return value
         number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
         if self.type == "integer" and not (number and int(value) == value):
@@ -237,6 +242,9 @@ class Arg:
             raise HybridMemError(f"{self.name} must be from {_num(lo)} up to (not including) {_num(self.below)}, "
                                  f"got {value!r}")
         return int(value) if self.type == "integer" else float(value)
+
+
+MAX_PATH_CHARS = 4096  # Linux's PATH_MAX: a longer path names no file, and an error would echo all of it
 
 
 def _num(x: float) -> str:
@@ -260,7 +268,8 @@ RANKING_ARGS = ("max_results", "min_score", "answer_threshold")  # memory_search
 MAX_LINE = 2**31 - 1  # past any file's end (a huge number is refused here, not echoed in 309 digits)
 GET_ARGS: tuple[Arg, ...] = (
     Arg("path", "string", "Path relative to the memory root, e.g. memory/2026-06-12.md, or a search result's "
-        "citation (memory/2026-06-12.md#L3-L7: those lines unless from/lines say otherwise).", required=True),
+        "citation (memory/2026-06-12.md#L3-L7: those lines unless from/lines say otherwise).", required=True,
+        max_length=MAX_PATH_CHARS),
     Arg("from", "integer", "First line to read (1-based).", minimum=1, maximum=MAX_LINE,
         aliases=("from_line", "fromLine")),
     Arg("lines", "integer", "How many lines to read (default: the citation's, else to the end within a cap).",

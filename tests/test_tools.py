@@ -188,6 +188,20 @@ def test_schema_limits_and_defaults_come_from_one_place(tools):
     assert err == f"max_results must be between 1 and {limit.maximum}, got {limit.maximum + 1}"
 
 
+def test_a_path_longer_than_any_file_can_have_is_refused_without_echoing_it(tools):
+    """A 5,000-character path came back whole in the error; paths are capped at PATH_MAX in the schema and the check."""
+    from hybridmem.serve.write import WRITE_ARGS
+    from hybridmem.tools import MAX_PATH_CHARS, parse_args
+
+    get = tools.definitions("json_schema")[1]
+    assert get["name"] == "memory_get" and get["parameters"]["properties"]["path"]["maxLength"] == MAX_PATH_CHARS
+    err = json.loads(tools.handle("memory_get", {"path": "../" * 2000}))["error"]
+    assert err == f"path must be at most {MAX_PATH_CHARS} characters, got 6000"
+    with pytest.raises(Exception, match=rf"^file must be at most {MAX_PATH_CHARS} characters, got 5000$"):
+        parse_args({"text": "a note", "file": "a" * 4997 + ".md"}, WRITE_ARGS)
+    assert parse_args({"text": "a note", "file": "memory/a.md"}, WRITE_ARGS)["file"] == "memory/a.md"
+
+
 def test_get_of_a_long_file_is_capped_and_says_where_to_read_on(workspace):
     """memory_get with no line count returned a whole file however large (10 MB of a 200,000-line note): now at most
     sources.get_max_lines lines, marked truncated, with the line to read on from; an explicit count reads past it."""

@@ -46,7 +46,7 @@ from hybridmem.reader import refuse_escapes, validate_relative
 from hybridmem.serve import notefile
 from hybridmem.sessions import compile_redactions, replace_surrogates
 from hybridmem.sources import skipped_as_binary, text_encoding, unindexed_reason, within
-from hybridmem.tools import Arg
+from hybridmem.tools import MAX_PATH_CHARS, Arg
 
 MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"
 
@@ -57,7 +57,7 @@ WRITE_DESCRIPTION = (
 WRITE_ARGS: tuple[Arg, ...] = (
     Arg("text", "string", "The note, in Markdown.", required=True),
     Arg("file", "string", "A .md file under memory/, e.g. memory/projects/api.md; a name without a folder goes in "
-                          "memory/ (default: today's file)."),
+                          "memory/ (default: today's file).", max_length=MAX_PATH_CHARS),
 )
 
 FLUSH_PROMPT_NAME = "memory_flush"
@@ -295,7 +295,9 @@ def write_note(service: Any, text: str, file: str | None = None) -> dict[str, An
             row = service.index.indexed_file(out["path"])
             out["indexed"] = row is not None and row["size"] >= end
             if not out["indexed"]:
-                out["index_error"] = "the index does not hold the note yet; the watcher will add it"
+                out["index_error"] = ("the index does not hold the note yet; " + (
+                    "the watcher will add it" if service.watcher is not None else
+                    "the next sync adds it (this server does not watch: the next memory_write or `hybridmem index`)"))
         except Exception as exc:  # noqa: BLE001 - the note is saved: say why it is not searchable yet
             out["indexed"] = False
             why = str(exc) if isinstance(exc, HybridMemError) else f"{type(exc).__name__}: {exc}"
