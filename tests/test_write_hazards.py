@@ -213,3 +213,19 @@ def test_a_settings_file_that_is_a_symlink_keeps_its_link(tmp_path: Path) -> Non
     assert (ws / "hybridmem.toml").is_symlink()
     assert real.read_text(encoding="utf-8").startswith("# mine\n") and "min_score = 0.3" in real.read_text()
     assert real.stat().st_mode & 0o777 == 0o640
+
+
+def test_the_folders_a_first_note_creates_are_synced_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the note's own folder was synced: a new memory/projects/api/ could lose its name in a power cut after the
+    reply said the note was saved."""
+    from hybridmem.serve import notefile
+
+    ws = _ws(tmp_path)
+    synced: list[Path] = []
+    monkeypatch.setattr(notefile, "_fsync_dir", synced.append)
+    append_note(ws, "a note", "memory/projects/api/notes.md")
+    memory = ws / "memory"
+    assert set(synced) == {memory / "projects" / "api", memory / "projects", memory}
+    synced.clear()
+    append_note(ws, "another note", "memory/projects/api/notes.md")
+    assert synced == []

@@ -223,6 +223,10 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
 
     ``compose`` sees the file as it is under the lock and may raise to refuse the append; nothing is written then.
     """
+    new_dirs, d = [], path.parent
+    while not d.exists():  # folders this append creates: their names are made durable with the note
+        new_dirs.append(d)
+        d = d.parent
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path) as lfd:
         _recover(path, lfd)
@@ -254,7 +258,8 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
         finally:
             os.close(fd)
         if created:
-            _fsync_dir(path.parent)
+            for folder in [path.parent, *(d.parent for d in new_dirs)]:
+                _fsync_dir(folder)
         if st.st_size != start.st_size + len(data):  # another program appended too: its lines are not counted
             _clear_journal(lfd)
             return result
