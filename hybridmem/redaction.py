@@ -122,8 +122,14 @@ def _python_regex(pattern: str) -> str:
         pattern = pattern[:k] + "(?i:" + pattern[k + 4 : i] + ")" + pattern[i:]
 
 
+# gitleaks' global allowlist means a secret that is just "true", "false" or "null"; as written, its alternation allows
+# any secret that starts with "true", holds "false" or ends in "null" (a password "Zq9falsetto#Kp2" was kept)
+_BREAKS = re.compile(r"\r\n|\r|\n")
+_MEANT = {r"(?i)^true|false|null$": r"(?i)^(?:true|false|null)$"}
+
+
 def _allowlist(spec: dict[str, Any]) -> Allowlist:
-    regexes = tuple(re.compile(_python_regex(r)) for r in spec.get("regexes") or ())
+    regexes = tuple(re.compile(_python_regex(_MEANT.get(r, r))) for r in spec.get("regexes") or ())
     return Allowlist(regexes, tuple(w.lower() for w in spec.get("stopwords") or ()), spec.get("regexTarget", "secret"),
                      spec.get("condition", "OR").upper() == "AND", bool(spec.get("paths")))
 
@@ -357,7 +363,7 @@ class Redactor:
                 merged.append([start, end, repl])
         parts, pos = [], 0
         for start, end, repl in merged:
-            parts += [text[pos:start], repl, "\n" * text.count("\n", start, end)]
+            parts += [text[pos:start], repl, "".join(_BREAKS.findall(text, start, end))]  # a span's lines stay lines
             pos = end
         parts.append(text[pos:])
         return "".join(parts)

@@ -211,7 +211,10 @@ def parse_transcript(lines: Iterable[str], patterns: Redactor | None = None) -> 
         text, bad = replace_surrogates(_content_text(msg.get("content")))
         if bad:
             surrogate_lines.append(number)
-        text = " ".join(pats.redact(text, remember=True).split())
+        redacted = pats.redact(text, remember=True)  # as written: a secret over several lines (a private key)
+        text = " ".join(redacted.split())
+        if text != redacted:  # and as indexed: a key and its value the message wrote on two lines
+            text = pats.redact(text, remember=True)
         if not text:
             continue
         ts = _timestamp(record.get("timestamp", msg.get("timestamp")))

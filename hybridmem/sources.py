@@ -99,6 +99,9 @@ def link_warning(shown: str, target: str) -> str:
             f"{target} to sources.extra_paths")
 
 
+MAX_DEPTH = 100  # folders below a root; Python's os.walk recurses once a level (1,000 levels crash it)
+
+
 def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str, ...], warnings: list[str],
           seen_dirs: set[str]) -> Iterator[Path]:
     """Files under ``root`` ending in ``suffix``; linked folders followed when inside ``roots``, each real folder
@@ -109,7 +112,12 @@ def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str,
     if real_root in seen_dirs:
         return
     seen_dirs.add(real_root)
+    base = str(root).rstrip(os.sep).count(os.sep)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        if dirnames and dirpath.count(os.sep) - base >= MAX_DEPTH:  # os.walk recurses: a deeper tree would crash it
+            warnings.append(f"{_key(ws, Path(dirpath), root)}: folders nested more than {MAX_DEPTH} deep are not "
+                            "indexed")
+            dirnames[:] = []
         kept = []
         for d in sorted(dirnames):
             full = os.path.join(dirpath, d)
@@ -173,6 +181,9 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
             notes.append(f"sources.extra_paths: {extra} does not exist ({ep}), so nothing is indexed from it")
         elif ep.suffix.lower() == ".md":
             found.append((ep, "memory", None))
+        else:
+            notes.append(f"sources.extra_paths: {extra} is not a folder or a .md file, so nothing is indexed from it "
+                         "(only .md files are)")
     seen_sessions: set[str] = set()
     for folder in cfg.session_paths:
         sp = _configured(ws, folder)

@@ -174,11 +174,15 @@ class Watcher:
         self._interval_thread: threading.Thread | None = None
         ignore = set(index.settings.sources.ignore_dirs)
         self._ignore = ignore
+        self._watched: tuple[str, ...] = ()
+        self._watch_roots([Path(index.workspace)])
 
     # -- events ----------------------------------------------------------------------------------------------------
     def relevant(self, path: str, is_directory: bool = False, event_type: str = "modified") -> bool:
         """Whether a file-system event at ``path`` can change the index."""
-        parts = Path(path).parts
+        # only folders below a watched root are ignored: a workspace inside a folder named node_modules is watched
+        below = next((path[len(r) + 1:] for r in self._watched if path.startswith(r + os.sep)), path)
+        parts = Path(below).parts
         if any(p in self._ignore for p in parts):
             return False
         if is_directory:
@@ -260,8 +264,16 @@ class Watcher:
         return self
 
     def _schedule(self) -> None:
-        for root in self.roots():
+        roots = self.roots()
+        self._watch_roots(roots)
+        for root in roots:
             self._observer.schedule(self._handler, str(root), recursive=True)
+
+    def _watch_roots(self, roots: list[Path]) -> None:
+        """Remember ``roots`` (as given and resolved, the longest first) for :meth:`relevant`."""
+        names = {str(Path(os.path.abspath(r))).rstrip(os.sep) for r in roots}
+        names |= {os.path.realpath(r).rstrip(os.sep) for r in roots}
+        self._watched = tuple(sorted(names, key=len, reverse=True))
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no debounce timer is armed and no sync is pending or running."""

@@ -3,6 +3,8 @@ warnings print ("1 file", "2 files"; "line 4", "lines 4, 9"); and the few phrase
 
 from __future__ import annotations
 
+import unicodedata
+
 from typing import Iterable
 
 # What a question was asked across languages of, per route (Ranking.routed_across), as `search --explain` and the
@@ -35,18 +37,25 @@ def numbered(noun: str, numbers: Iterable[int], more: str = "") -> str:
 
 def unreadable_name(key: str) -> str | None:
     """The warning for a file whose name is not UTF-8 text (bytes the file system took as a name, which the index, a
-    citation and a terminal cannot hold), shown with its bytes escaped; None for a readable name.
+    citation and a terminal cannot hold), shown with its bytes escaped, or holds a backslash or a control character
+    such as a line break (a citation could not name it: ``memory_get`` reads a backslash as a folder's separator);
+    None for a readable name.
 
     Example:
         >>> unreadable_name("memory/bad\\udcffname.md"), unreadable_name("memory/café.md")
         ('memory/bad\\\\xffname.md: skipped, its file name is not UTF-8 text; rename it to index it', None)
+        >>> unreadable_name("memory/home\\\\network.md")
+        "'memory/home\\\\\\\\network.md': skipped, its file name holds a backslash or a control character, which a citation cannot name; rename it to index it"
     """
     try:
         key.encode("utf-8")
-        return None
     except UnicodeEncodeError:
         shown = key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         return f"{shown}: skipped, its file name is not UTF-8 text; rename it to index it"
+    if "\\" in key or any(unicodedata.category(ch) == "Cc" for ch in key):
+        return (f"{key!r}: skipped, its file name holds a backslash or a control character, which a citation cannot "
+                "name; rename it to index it")
+    return None
 
 
 def get_cut(shown: int, total: int, next_from: int | None, by: str, limit: int, cut_line: int | None = None) -> str:

@@ -377,3 +377,45 @@ def test_a_batch_that_fails_before_its_commit_leaves_no_cache_rows(tmp_path: Pat
         assert report.embedded == pending == emb.embedded - before
         c2 = idx.store.consistency()
         assert c2["embedded"] == c2["vec_rows"] == c2["chunks"]
+
+
+STORE_ELSEWHERE = textwrap.dedent(
+    """
+    import sys
+    from hybridmem.embeddings.fake import HashEmbedder
+    from hybridmem.index import MemoryIndex
+    with MemoryIndex(sys.argv[1], embedder=HashEmbedder(dims=16)) as idx:
+        print(idx.sync().warnings)
+    """
+)
+
+
+def test_a_chunk_stored_meanwhile_under_a_reused_id_gets_the_vector_of_its_own_text(tmp_path: Path) -> None:
+    """While one sync embedded a pending chunk, another process stored the file's new text, and SQLite gave the new
+    chunk the deleted one's id: the first sync attached the old text's vector to it, for good (nothing was pending).
+    A vector is attached only to the text it was computed for now, and the new chunk is embedded in the same sync."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    note = ws / "memory" / "a.md"
+    note.write_text("alpha apples avocado\n", encoding="utf-8")
+
+    class EditedWhileEmbedding(HashEmbedder):
+        edited = False
+
+        def embed_batch(self, texts, is_query=False):  # noqa: ANN001, ANN201
+            if not is_query and not self.edited:
+                self.edited = True
+                note.write_text("zebra zucchini zinc\n", encoding="utf-8")
+                proc = subprocess.run([sys.executable, "-c", STORE_ELSEWHERE, str(ws)], cwd=ROOT, capture_output=True,
+                                      text=True, timeout=120)
+                assert proc.returncode == 0 and "another process is indexing" in proc.stdout, proc.stderr
+            return super().embed_batch(texts, is_query)
+
+    with MemoryIndex(ws, embedder=EditedWhileEmbedding(dims=16)) as idx:
+        idx.sync()
+        rows = idx.store._db.execute("SELECT id, text, embedded FROM chunks").fetchall()
+        assert [(r[1], r[2]) for r in rows] == [("zebra zucchini zinc", 1)]
+        got = np.frombuffer(idx.store._db.execute("SELECT embedding FROM chunks_vec WHERE rowid = ?",
+                                                  (rows[0][0],)).fetchone()[0], dtype=np.float32)
+        assert np.allclose(got, HashEmbedder(dims=16).embed_documents(["zebra zucchini zinc"])[0])
+        assert idx.store.pending_count() == 0

@@ -172,6 +172,10 @@ class SourcesConfig:
     def __post_init__(self) -> None:
         for name in ("extra_paths", "session_paths", "ignore_dirs", "redact_patterns"):
             _check_strings(f"sources.{name}", getattr(self, name))
+        for name in ("extra_paths", "session_paths", "ignore_dirs"):  # a path or a name the file system can hold
+            bad = next((v for v in getattr(self, name) if "\0" in v), None)
+            if bad is not None:
+                raise ConfigError(f"invalid setting sources.{name}: {bad!r} holds a NUL character, which no path can")
         for name in ("max_file_bytes", "get_max_lines", "get_max_chars"):
             _check(_is_int(getattr(self, name)) and getattr(self, name) >= 1, f"sources.{name}", getattr(self, name),
                    "an integer >= 1")

@@ -30,14 +30,15 @@ class PendingMixin:
                 "SELECT id, hash, text FROM chunks WHERE embedded = 0 AND id > ? ORDER BY id LIMIT ?",
                 (int(after_id), int(limit))).fetchall()
 
-    def set_vectors(self, items: Sequence[tuple[int, np.ndarray]]) -> int:
-        """Attach vectors to pending chunks ``(id, vector)``; a chunk deleted or embedded meanwhile is skipped.
-        Returns how many were attached. Call inside a transaction."""
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Attach vectors to pending chunks ``(id, text hash, vector)``; a chunk deleted or embedded meanwhile is
+        skipped, and so is one whose id now holds other text (a sync that stored a file meanwhile can be given a
+        deleted chunk's id: SQLite reuses the largest). Returns how many were attached. Call inside a transaction."""
         has_vec = self.vec_available and self.has_vec_table()  # type: ignore[attr-defined]
         done = 0
-        for cid, vec in items:
-            row = self._db.execute("SELECT source, path FROM chunks WHERE id = ? AND embedded = 0",
-                                   (int(cid),)).fetchone()
+        for cid, digest, vec in items:
+            row = self._db.execute("SELECT source, path FROM chunks WHERE id = ? AND embedded = 0 AND hash = ?",
+                                   (int(cid), digest)).fetchone()
             if row is None:
                 continue
             self._db.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (int(cid),))

@@ -77,7 +77,7 @@ def embed_pending(
         return 0, 0
     tokens0 = getattr(embedder, "tokens_embedded", None)  # providers that count tokens (e5's fast path)
     embedded = hits = done = 0
-    after = 0
+    after, passes, skipped = 0, 1, False
 
     def report(n: int) -> None:
         assert progress is not None
@@ -87,6 +87,9 @@ def embed_pending(
 
     while True:
         rows = store.pending_chunks(batch, after)
+        if not rows and skipped and passes < 3:  # a chunk stored meanwhile under an id already passed: once more
+            after, passes, skipped = 0, passes + 1, False
+            rows = store.pending_chunks(batch, after)
         if not rows:
             break
         after = rows[-1][0]
@@ -98,7 +101,7 @@ def embed_pending(
         with store.transaction():  # a kill before this commit leaves the batch pending, its cache rows unwritten
             if fresh:
                 store.cache_put(embedder.name, embedder.model, embedder.provider_key, fresh)
-            store.set_vectors([(cid, vectors[h]) for cid, h, _ in rows])
+            skipped |= store.set_vectors([(cid, h, vectors[h]) for cid, h, _ in rows]) < len(rows)
             store.bump_generation()  # a reader that sees one generation sees one set of vectors
         done += len(rows)
         if progress:

@@ -321,15 +321,16 @@ class PostgresStore(PgVectorsMixin, GenerationsMixin, PgCacheMixin, PgChecksMixi
             f"SELECT id, hash, text FROM hm_chunks WHERE ns = %(ns)s AND gen = {LIVE} AND embedded = 0 AND "
             "id > %(after)s ORDER BY id LIMIT %(limit)s", self._p(after=int(after_id), limit=int(limit)))]
 
-    def set_vectors(self, items: Sequence[tuple[int, np.ndarray]]) -> int:
-        """Attach vectors to pending chunks ``(id, vector)``; a chunk deleted or embedded meanwhile (another host's
-        writer) is skipped. Returns how many were attached. Call inside a transaction."""
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Attach vectors to pending chunks ``(id, text hash, vector)``; a chunk deleted or embedded meanwhile
+        (another host's writer), or whose id holds other text, is skipped. Returns how many were attached. Call inside
+        a transaction."""
         self._require_tx()
         done = 0
-        for cid, vec in items:
+        for cid, digest, vec in items:
             row = self._q("UPDATE hm_chunks SET embedded = 1, embedding = %(v)s WHERE ns = %(ns)s AND gen = %(gen)s "
-                          "AND id = %(id)s AND embedded = 0 RETURNING id",
-                          self._p(v=np.asarray(vec, dtype=np.float32), id=int(cid)), one=True)
+                          "AND id = %(id)s AND embedded = 0 AND hash = %(h)s RETURNING id",
+                          self._p(v=np.asarray(vec, dtype=np.float32), id=int(cid), h=digest), one=True)
             done += row is not None
         return done
 
