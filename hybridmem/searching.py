@@ -10,6 +10,7 @@ score 0 on the vector leg). :func:`status_report`: what ``hybridmem status`` and
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from hybridmem.ranking import rank
 from hybridmem.ranking.language import preload as preload_language_identifier
 from hybridmem.records import Ranking, SearchResponse
 from hybridmem.retrieve import Retriever, Scope
+from hybridmem.sessions import replace_surrogates
 from hybridmem.sources import find_session
 from hybridmem.sync.census import chunk_languages, unread_note
 from hybridmem.sync.pending import vector_progress
@@ -61,6 +63,9 @@ def plan_search(query: str, settings: Settings, config: RankConfig | None, overr
     cfg = config or settings.ranking
     if overrides:
         cfg = cfg.replace(**overrides)
+    # a lone surrogate (a host cut a string inside an emoji) reaches no SQL or file system call: it matches nothing
+    path_prefix = replace_surrogates(path_prefix)[0] if isinstance(path_prefix, str) else path_prefix
+    session = replace_surrogates(session)[0] if isinstance(session, str) else session
     while path_prefix and path_prefix.startswith("./"):  # as typed in a shell: cited paths have no ./
         path_prefix = path_prefix[2:].lstrip("/")
     if session:
@@ -128,6 +133,20 @@ def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str)
     return "; ".join([*embedder.skipped, *([error] if error else [])]) or None
 
 
+def stored_form(retriever: Retriever, scope: Scope) -> Scope:
+    """``scope`` with its path prefix in the Unicode form the index holds its files' names in, when only the other
+    form matches one: a folder typed composed (``Việt``) that the file system keeps decomposed, or back, as
+    ``memory_get`` reads either form."""
+    prefix = scope.path_prefix
+    if not prefix or prefix.isascii() or retriever.files_in_scope(scope):
+        return scope
+    for form in ("NFC", "NFD"):
+        other = replace(scope, path_prefix=unicodedata.normalize(form, prefix))
+        if other.path_prefix != prefix and retriever.files_in_scope(other):
+            return other
+    return scope
+
+
 def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[[], tuple], query: str,
                cfg: RankConfig, scope: Scope, now: float | None, notice: str | None,
                progress: Callable[[str | None], Progress], provider: str,
@@ -144,6 +163,7 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     if loaded is not None and reads_language(loaded.model):
         # rank() will ask which language the query is in: load it meanwhile
         preload_language_identifier(retriever.settings.embedding.shared_cache_dir)
+    scope = stored_form(retriever, scope)
     t_all = time.perf_counter()
     cands = retriever.retrieve(query, cfg.pool, cfg.text_weight > 0, cfg.vector_weight > 0, scope,
                                cfg.needs_vectors, None, timings)

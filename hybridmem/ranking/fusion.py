@@ -176,6 +176,7 @@ def ranx_fusion(legs: Sequence[ScoredLeg], method: str, k: int = 60) -> dict[int
         ImportError: ranx is not installed (``pip install ranx``).
     """
     ranx_name = _ranx_method(method)
+    legs = [leg for leg in legs if len(leg.ids)]  # a leg that found nothing: ranx refuses an empty run
     if not legs:
         return {}
     if len(legs) == 1:
