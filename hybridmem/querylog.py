@@ -74,7 +74,8 @@ class QueryLog:
         results = [(c, float(s)) for c, s in results]
         sid = "s-" + secrets.token_hex(6)
         record = {"v": FORMAT_VERSION, "type": "search", "id": sid, "time": _now(), "client": client,
-                  "query": self._redactor.redact(query), "args": args, "ranking_hash": config_hash,
+                  "query": self._redactor.redact(query),
+                  "args": {k: self._redactor.redact(v) if isinstance(v, str) else v for k, v in args.items()}, "ranking_hash": config_hash,
                   "results": [{"citation": c, "score": round(s, 6)} for c, s in results],
                   "ms": None if ms is None else round(ms, 3)}
         ranks: dict[str, int] = {}

@@ -20,9 +20,10 @@ from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
 from hybridmem.errors import ArgumentError, PathError
 from hybridmem.sessions import parse_transcript
-from hybridmem.sources import (BINARY, configured_places, discover, read_text, redact_memory_text, session_redactor,
+from hybridmem.sources import (configured_places, discover, read_text, redact_memory_text, session_redactor,
                                source_roots, within)
-from hybridmem.wording import counted, get_cut
+from hybridmem.textfiles import BINARY
+from hybridmem.wording import brief, counted, get_cut
 
 
 def read_memory(
@@ -49,8 +50,8 @@ def read_memory(
                     for f in discover(workspace, sources) if f.path == key), None)
     if row is None or not row.get("abspath"):
         if workspace is not None and not any(os.path.lexists(workspace / k) for k in {key, path}):
-            raise PathError(f"no such memory file: {path!r} (search memory for its path, or check the name)")
-        raise PathError(f"not an indexed memory file: {path!r} (only MEMORY.md, memory/**/*.md, extra paths and "
+            raise PathError(f"no such memory file: {brief(path, 200)} (search memory for its path, or check the name)")
+        raise PathError(f"not an indexed memory file: {brief(path, 200)} (only MEMORY.md, memory/**/*.md, extra paths and "
                         "session transcripts can be read)")
     return read_lines(Path(row["abspath"]), row["source"], key, workspace, sources, from_line, lines)
 
@@ -181,13 +182,13 @@ def validate_relative(path: str) -> str:
         raise PathError("path contains a NUL byte")
     p = path.strip().replace("\\", "/")
     if p.startswith("/") or PurePosixPath(p).is_absolute() or (len(p) > 1 and p[1] == ":") or p.startswith("~"):
-        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+        raise PathError(f"absolute paths are refused: {brief(path, 200)} (give a path relative to the workspace)")
     parts = [x for x in posixpath.normpath(p).split("/") if x not in ("", ".")]  # memory/../MEMORY.md is MEMORY.md
     if any(x == ".." for x in parts):  # only a ".." that leads above the workspace is left
-        raise PathError(f"path escapes the memory root: {path!r}")
+        raise PathError(f"path escapes the memory root: {brief(path, 200)}")
     clean = "/".join(parts)
     if clean.startswith("~") or (len(clean) > 1 and clean[1] == ":"):  # "./C:/x", "./~/x"
-        raise PathError(f"absolute paths are refused: {path!r} (give a path relative to the workspace)")
+        raise PathError(f"absolute paths are refused: {brief(path, 200)} (give a path relative to the workspace)")
     return clean
 
 

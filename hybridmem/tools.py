@@ -27,6 +27,7 @@ from hybridmem.errors import ArgumentError, HybridMemError
 from hybridmem.ranking.language import language_name
 from hybridmem.searching import NOTHING_SEARCHED, missing_session
 from hybridmem.sources import SOURCES
+from hybridmem.wording import brief
 
 CITATION_MODES = ("on", "off", "auto")
 TOOL_FORMATS = ("openai", "anthropic", "json_schema")
@@ -224,23 +225,24 @@ class Arg:
             if not isinstance(value, str):
                 raise HybridMemError(f"{self.name} must be a string")
             if self.enum and value not in self.enum:
-                raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, got {value!r}")
+                raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, got {brief(value)}")
             if self.max_length is not None and len(value) > self.max_length:
                 raise HybridMemError(f"{self.name} must be at most {self.max_length} characters, got {len(value)}")
             return value
-        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and (
+            isinstance(value, int) or math.isfinite(value))  # an int too large for a float is still a number
         if self.type == "integer" and not (number and int(value) == value):
-            raise HybridMemError(f"{self.name} must be an integer, got {value!r}")
+            raise HybridMemError(f"{self.name} must be an integer, got {brief(value)}")
         if not number:
-            raise HybridMemError(f"{self.name} must be a finite number, got {value!r}")
+            raise HybridMemError(f"{self.name} must be a finite number, got {brief(value)}")
         lo = -math.inf if self.minimum is None else self.minimum
         hi = math.inf if self.maximum is None else self.maximum
         if not lo <= value <= hi:
             bounds = f"between {_num(lo)} and {_num(hi)}" if self.maximum is not None else f">= {_num(lo)}"
-            raise HybridMemError(f"{self.name} must be {bounds}, got {value!r}")
+            raise HybridMemError(f"{self.name} must be {bounds}, got {brief(value)}")
         if self.below is not None and not value < self.below:
             raise HybridMemError(f"{self.name} must be from {_num(lo)} up to (not including) {_num(self.below)}, "
-                                 f"got {value!r}")
+                                 f"got {brief(value)}")
         return int(value) if self.type == "integer" else float(value)
 
 
@@ -259,10 +261,11 @@ SEARCH_ARGS: tuple[Arg, ...] = (
         "nothing comes back. 0 lists the nearest notes anyway (when you know memory holds the answer, e.g. in "
         "another language than the question).", minimum=0, below=1, aliases=("answerThreshold",)),
     Arg("source", "string", "Only notes, or only sessions.", enum=SOURCES),
-    Arg("session", "string", "Only this session transcript (id or file name).", aliases=("sessionId",)),
+    Arg("session", "string", "Only this session transcript (id or file name).", aliases=("sessionId",),
+        max_length=MAX_PATH_CHARS),
     Arg("path_prefix", "string", "Only files whose path starts with this: a folder ends with / (memory/projects/; "
         "memory/projects would match memory/projects-old/ too), or a name's start (memory/2026-01 for January's "
-        "daily notes).", aliases=("pathPrefix",)),
+        "daily notes).", aliases=("pathPrefix",), max_length=MAX_PATH_CHARS),
 )
 RANKING_ARGS = ("max_results", "min_score", "answer_threshold")  # memory_search's arguments that change the ranking
 MAX_LINE = 2**31 - 1  # past any file's end (a huge number is refused here, not echoed in 309 digits)
@@ -303,7 +306,8 @@ def parse_args(args: dict[str, Any], spec: tuple[Arg, ...]) -> dict[str, Any]:
     unknown = sorted(k for k in args if k not in names)
     if unknown:
         expected = f"expected {', '.join(a.name for a in spec)}" if spec else "this tool takes no arguments"
-        raise HybridMemError(f"unknown argument(s): {', '.join(map(str, unknown))}; {expected}")
+        shown = (k if len(k) <= 80 else k[:79] + "…" for k in map(str, unknown))
+        raise HybridMemError(f"unknown argument(s): {', '.join(shown)}; {expected}")
     out: dict[str, Any] = {}
     given: dict[str, str] = {}
     for key, value in args.items():
@@ -386,7 +390,7 @@ class MemoryTools:
             return _error("arguments must be a JSON object")
         handlers = {"memory_search": (self.memory_search, SEARCH_ARGS), "memory_get": (self.memory_get, GET_ARGS)}
         if name not in handlers:
-            return _error(f"unknown tool {name!r}: expected one of {', '.join(handlers)}")
+            return _error(f"unknown tool {brief(name)}: expected one of {', '.join(handlers)}")
         handler, spec = handlers[name]
         try:
             checked = parse_args(args, spec)

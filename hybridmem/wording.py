@@ -79,3 +79,16 @@ def get_cut(shown: int, total: int, next_from: int | None, by: str, limit: int, 
         said = f"cut at {limit} characters, after {counted(shown, 'line')} (sources.get_max_chars)"
     return said + (f"; read on from line {next_from} (memory_get from={next_from}, hybridmem get --from {next_from})"
                    if next_from is not None else "")
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error never echoes a megabyte a client sent.
+
+    Example:
+        >>> brief("x" * 100, 10), brief(10 ** 400), brief(3)
+        ("'xxxxxxxx…", 'an integer of 401 digits', '3')
+    """
+    if isinstance(value, int) and abs(value) >= 10 ** limit:  # repr of a huge int is slow, or refused past 4,300 digits
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14_000 else 'over 4,000'} digits"
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 1] + "…"

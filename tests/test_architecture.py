@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "wording"},
     {"redaction"},
     {"config"},
-    {"records", "tokenization", "background"},
+    {"records", "tokenization", "background", "textfiles"},
     {"chunking", "sessions"},
     {"sources", "store", "embeddings"},
     {"ranking", "retrieve", "reader", "querylog"},

@@ -375,7 +375,7 @@ def test_close_waits_for_a_reindex_after_a_settings_change(ws: Path, monkeypatch
     order: list[str] = []
     gate = threading.Event()
 
-    def slow_replace(self: MemoryService, old: object, old_watcher: object, new: MemoryIndex) -> None:
+    def slow_replace(self: MemoryService, new: MemoryIndex, rebuild: int) -> None:
         gate.wait(30)
         order.append("re-indexed")
         new.close()

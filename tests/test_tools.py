@@ -202,6 +202,21 @@ def test_a_path_longer_than_any_file_can_have_is_refused_without_echoing_it(tool
     assert parse_args({"text": "a note", "file": "memory/a.md"}, WRITE_ARGS)["file"] == "memory/a.md"
 
 
+def test_a_huge_or_long_argument_gets_a_short_argument_error(tools):
+    """`max_results: 10**400` was "memory is unavailable: OverflowError" (math.isfinite), and a megabyte sent as a
+    value, an argument name or a tool name came back whole in the error."""
+    def error(name, args):
+        return json.loads(tools.handle(name, args))["error"]
+
+    assert error("memory_search", {"query": "x", "max_results": 10 ** 400}) == \
+        "max_results must be between 1 and 50, got an integer of 401 digits"
+    assert error("memory_get", {"path": "memory/x.md", "lines": -10 ** 400}).startswith("lines must be between 1 and ")
+    for args in ({"query": "x", "max_results": "x" * 10 ** 6}, {"query": "x", "source": "x" * 10 ** 6},
+                 {"query": "x", "x" * 10 ** 6: 1}):
+        assert len(error("memory_search", args)) < 300
+    assert len(error("x" * 10 ** 5, {})) < 300
+
+
 def test_get_of_a_long_file_is_capped_and_says_where_to_read_on(workspace):
     """memory_get with no line count returned a whole file however large (10 MB of a 200,000-line note): now at most
     sources.get_max_lines lines, marked truncated, with the line to read on from; an explicit count reads past it."""

@@ -184,7 +184,7 @@ class SourcesConfig:
         for pattern in self.redact_patterns:
             try:
                 re.compile(pattern)
-            except (re.error, TypeError) as exc:
+            except (re.error, TypeError, OverflowError, RecursionError, ValueError) as exc:
                 raise ConfigError(f"invalid setting sources.redact_patterns: {pattern!r} is not a valid regular "
                                   f"expression ({exc})") from None
 
@@ -279,6 +279,9 @@ class ServeConfig:
     # about 0.5-1.3 s), and goes without it after that: the gate without the alignment refuses fewer questions that
     # have no answer (a server's first question was answered from an unrelated note where every later one is refused).
     alignment_wait_s: float = 3.0
+    # Over HTTP, a request must arrive whole (head and body) within this many seconds of its connection or of the last
+    # reply on it, or the connection is closed: a client trickling a request a byte at a time held one open for ever.
+    request_timeout_s: float = 30.0
     # memory_write (``--allow-write``): secrets found by the redaction rules (hybridmem/redaction.py, plus
     # ``sources.redact_patterns``) are replaced by [REDACTED] before the note reaches the file, and the reply names
     # the rules; false keeps the raw text in the file (the index and memory_get still redact it).
@@ -288,6 +291,8 @@ class ServeConfig:
     def __post_init__(self) -> None:
         _check(_is_seconds(self.model_wait_s), "serve.model_wait_s", self.model_wait_s, _SECONDS)
         _check(_is_seconds(self.alignment_wait_s), "serve.alignment_wait_s", self.alignment_wait_s, _SECONDS)
+        _check(_is_seconds(self.request_timeout_s) and self.request_timeout_s > 0, "serve.request_timeout_s",
+               self.request_timeout_s, "a number of seconds > 0")
         for name in ("query_log", "redact_writes"):
             _check(isinstance(getattr(self, name), bool), f"serve.{name}", getattr(self, name), "true or false")
         for name in ("query_log_max_bytes", "max_note_chars"):

@@ -80,7 +80,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                 print(f"hybridmem: serving MCP at http://{bind[0]}:{port}/mcp", file=sys.stderr, flush=True)
 
             serve_http(build_server(service, args.allow_write), bind[0], bind[1], token, ready,
-                       tuple(args.allow_host))
+                       tuple(args.allow_host), service.settings.serve.request_timeout_s)
     except KeyboardInterrupt:
         pass
     finally:

@@ -143,7 +143,12 @@ async def _refuse(send: Any, status: int, body: bytes, headers: list[tuple[bytes
 
 
 def split_host(hostport: str) -> tuple[str, int | None]:
-    """``"Vm:8765"`` -> ``("vm", 8765)``; ``"[::1]:80"`` -> ``("::1", 80)``; a bad port -> ``("", None)``."""
+    """``"Vm:8765"`` -> ``("vm", 8765)``; ``"[::1]:80"`` -> ``("::1", 80)``; a bad port -> ``("", None)``.
+
+    Example:
+        >>> split_host("Vm:8765"), split_host("[::1]:80"), split_host("localhost:\u00b2"), split_host("localhost")
+        (('vm', 8765), ('::1', 80), ('', None), ('localhost', None))
+    """
     text = hostport.strip().lower()
     if text.startswith("["):
         name, _, rest = text[1:].partition("]")
@@ -154,7 +159,8 @@ def split_host(hostport: str) -> tuple[str, int | None]:
         name, port = text, ""
     if not port:
         return name, None
-    return (name, int(port)) if port.isdigit() and int(port) <= 65535 else ("", None)
+    ascii_digits = port.isascii() and port.isdigit()  # "²".isdigit() holds, and int("²") raises
+    return (name, int(port)) if ascii_digits and int(port) <= 65535 else ("", None)
 
 
 def is_local_address(address: str) -> bool:
@@ -200,9 +206,70 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _timed_protocol(limit_s: float) -> type:
+    """uvicorn's h11 protocol, closing a connection whose request has not arrived whole within ``limit_s`` of the
+    connection or of the last reply on it (``serve.request_timeout_s``)
+    (uvicorn times out only an idle keep-alive connection, from its first byte on: a client that sends a request's
+    head or body a byte at a time, or a connection that sends nothing, held a descriptor for ever, token or not)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedRequests(H11Protocol):  # type: ignore[misc]
+        _request_timer: Any = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._request_timer = self.loop.call_later(limit_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _too_slow(self) -> None:
+            self._request_timer = None
+            if self.conn.their_state is not h11.DONE:
+                self.transport.close()
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is h11.DONE:  # the request is whole: the reply may take as long as it takes
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request on this connection
+
+    return TimedRequests
+
+
+def _more_descriptors() -> None:
+    """Raise this process's open-file limit to its hard limit (at most 65,536): each connection holds a descriptor,
+    and the usual soft limit of 1,024 (256 on some systems) is few for a server many agents share."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError):  # Windows, or a limit this process may not raise
+        pass
+
+
 def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any = None,
-               allow_hosts: tuple[str, ...] = ()) -> None:
-    """Serve until interrupted (uvicorn); ``ready`` is called with the bound port once listening."""
+               allow_hosts: tuple[str, ...] = (), request_timeout_s: float = 30.0) -> None:
+    """Serve until interrupted (uvicorn); ``ready`` is called with the bound port once listening; a request that has
+    not arrived whole ``request_timeout_s`` after its connection (or the last reply on it) is dropped."""
     import anyio
     import uvicorn
 
@@ -210,7 +277,8 @@ def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any 
     sock = listen_socket(host, port)
     port = sock.getsockname()[1]  # port 0 resolved: Host checks need the real one
     app = build_app(server, host, port, token, allow_hosts)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    _more_descriptors()
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", http=_timed_protocol(request_timeout_s))
     userver = uvicorn.Server(config)
 
     async def main() -> None:

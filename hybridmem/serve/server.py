@@ -25,6 +25,7 @@ from hybridmem.serve.write import (FLUSH_PROMPT, FLUSH_PROMPT_DESCRIPTION, FLUSH
 from hybridmem.tools import (
     GET_ARGS, NOTHING_FOUND, RANKING_ARGS, SEARCH_ARGS, build_schema, parse_args, recall as tools_recall,
 )
+from hybridmem.wording import brief
 
 SERVER_NAME = "hybridmem"
 SEARCH_TEXT = ("Search long-term memory (MEMORY.md, memory/*.md, past sessions) before answering about prior work, "
@@ -138,7 +139,7 @@ def call(service: MemoryService, name: str, arguments: dict[str, Any] | None, cl
         return guarded(lambda: (parse_args(args, ()), service.status())[1])
     if name == "memory_write" and allow_write:
         return guarded(lambda: _write(service, args))
-    return {}, f"Unknown tool {name!r}."
+    return {}, f"Unknown tool {brief(name)}."
 
 
 def _checked(args: dict[str, Any], spec: Any, first: str) -> dict[str, Any]:
@@ -200,7 +201,10 @@ def build_server(service: MemoryService, allow_write: bool = False) -> Server[An
             message = (params.arguments or {}).get("message")
             if not isinstance(message, str) or not message.strip():
                 raise MCPError(types.INVALID_PARAMS, "the recall prompt needs a non-empty 'message' argument")
-            block = await anyio.to_thread.run_sync(recall, service, message)
+            got, error = await anyio.to_thread.run_sync(guarded, lambda: {"block": recall(service, message)})
+            if error is not None:
+                raise MCPError(types.INTERNAL_ERROR, error)
+            block = got["block"]
             return types.GetPromptResult(description=RECALL_PROMPT_DESCRIPTION, messages=[
                 types.PromptMessage(role="user", content=types.TextContent(text=block))] if block else [])
         if params.name != FLUSH_PROMPT_NAME or not allow_write:
@@ -242,9 +246,15 @@ async def serve_stdio(service: MemoryService, allow_write: bool = False) -> None
         send, received = anyio.create_memory_object_stream[Any](0)
 
         async def pump() -> None:
+            from mcp.shared.message import SessionMessage
+
             async with send:
                 async for item in read:
-                    await send.send(_reparsed(item))
+                    item = _reparsed(item)
+                    if isinstance(item, Exception):  # the SDK hands the server what it could not read, unanswered
+                        await write.send(SessionMessage(refusal(item)))
+                    else:
+                        await send.send(item)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
@@ -265,6 +275,36 @@ def lone_surrogates_replaced(raw: str) -> str:
         '"a \\ufffd b \\ud83d\\ude00 \\\\ud800"'
     """
     return _ESCAPE.sub(lambda m: "\\ufffd" if m.group(1) else m.group(0), raw)
+
+
+def refusal(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error a stdio message the SDK could not read gets (over HTTP the SDK answers 400 itself): a parse
+    error for text that is not JSON, an invalid request for JSON that is not a JSON-RPC 2.0 message (or nested
+    deeper than the SDK's parser reads), with the request's id where one can be read, so its client stops waiting.
+
+    Example:
+        >>> from pydantic import ValidationError
+        >>> try:
+        ...     types.jsonrpc_message_adapter.validate_json('{"jsonrpc": "2.0", "id": 7, "method": 5}')
+        ... except ValidationError as exc:
+        ...     r = refusal(exc)
+        >>> r.id, r.error.code, r.error.message
+        (7, -32600, 'Invalid request: not a JSON-RPC 2.0 request, notification or response')
+    """
+    from pydantic import ValidationError
+
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    whole: Any = next((e.get("input") for e in errors if isinstance(e.get("input"), dict)), None)
+    code, why = -32600, "Invalid request: not a JSON-RPC 2.0 request, notification or response"  # INVALID_REQUEST
+    if not errors or errors[0]["type"] == "json_invalid":
+        try:
+            whole = json.loads(errors[0]["input"]) if errors else None
+            why = f"Invalid request: {errors[0]['msg']}" if errors else f"Invalid request: {type(exc).__name__}"
+        except (TypeError, ValueError, RecursionError):
+            code, why = -32700, "Parse error: the message is not valid JSON"  # PARSE_ERROR
+    got = whole.get("id") if isinstance(whole, dict) else None
+    ident = got if isinstance(got, (str, int)) and not isinstance(got, bool) else None
+    return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=why))
 
 
 def _reparsed(item: Any) -> Any:

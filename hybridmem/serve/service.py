@@ -32,6 +32,7 @@ from hybridmem.config import Settings, load_settings
 from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.index import MemoryIndex
 from hybridmem.querylog import QueryLog, log_path, ranking_hash
+from hybridmem.ranking import check_config
 from hybridmem.reader import cited_lines
 from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, RANKING_ARGS, SEARCH_ARGS, MemoryTools, parse_args
@@ -69,6 +70,7 @@ class MemoryService:
         self._workers: list[threading.Thread] = []  # what close() waits for
         self._workers_lock = threading.Lock()  # apart from _lock: refresh() starts workers while holding it
         self._retired: list[MemoryIndex] = []
+        self._rebuilds = 0  # re-indexes started by settings changes: only the latest one is served
         # The served index, whether its model is ready and whether its token alignment is, swapped together (a search
         # reads them at once).
         self._serving: tuple[MemoryIndex, threading.Event, threading.Event] = (
@@ -145,22 +147,31 @@ class MemoryService:
             self._config_stamp = stamp
             try:
                 settings = self._load()
-            except ConfigError as exc:
-                self.settings_error = f"{self.config_path.name} not applied: {exc}"
+                check_config(settings.ranking)  # a fusion or normalization rank() does not know, as at start
+            except Exception as exc:  # noqa: BLE001 - keep serving what was applied; memory_status says why
+                why = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                self.settings_error = f"{self.config_path.name} not applied: {why}"
                 return
             self.settings_error = None
             self.log = self._make_log(settings)
             old_sources = self.index.settings.sources
             if self.index.reload_settings(settings):
                 if settings.sources != old_sources:
-                    self._resync()
+                    self._resync(_narrowed(old_sources, settings.sources))
                 return
-            old, old_watcher = self.index, self.watcher
+            self._rebuilds += 1
             new = self._open(settings)
-            self._background(self._replace, old, old_watcher, new, name="hybridmem-reindex")
+            self._background(self._replace, new, self._rebuilds, name="hybridmem-reindex")
 
-    def _resync(self) -> None:
-        """Sources changed in place (extra or session paths, ignores): watch what they name now and sync."""
+    def _resync(self, narrowed: bool) -> None:
+        """Sources changed in place (extra or session paths, ignores): watch what they name now and sync. When
+        places were taken away (transcripts switched off, an extra path removed, a folder ignored), their files leave
+        the index before this call searches (a quick sync: rows only, vectors left to the next)."""
+        if narrowed:
+            try:
+                self.index.sync(embed_limit=0)
+            except Exception as exc:  # noqa: BLE001 - keep serving; memory_status says why
+                self.settings_error = f"{self.config_path.name}: the sync after it changed failed: {exc}"
         if self.watcher is not None:
             self.watcher.rearm()
         else:
@@ -180,24 +191,31 @@ class MemoryService:
         except Exception as exc:  # noqa: BLE001 - keep serving; memory_status says why
             self.settings_error = f"{self.config_path.name}: the sync after it changed failed: {exc}"
 
-    def _replace(self, old: MemoryIndex, old_watcher: Any, new: MemoryIndex) -> None:
+    def _replace(self, new: MemoryIndex, rebuild: int) -> None:
         """Sync an index opened with new content settings and load its model, then serve it: searches use the old
-        index and its model meanwhile, at full quality."""
+        index and its model meanwhile, at full quality. A re-index that a later settings change superseded (two edits
+        in a row) is dropped, whichever ends first: the settings the file names now are the ones served."""
         try:
             new.sync()
             if new.embedder is not None:  # usually loaded by the sync already; never loaded after the swap
                 new.warm_alignment()
         except Exception as exc:  # noqa: BLE001 - keep serving the old index and say why
-            self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
+            if rebuild == self._rebuilds:
+                self.settings_error = f"{self.config_path.name} not applied: the re-index failed: {exc}"
             new.close()
             return
-        if old_watcher is not None:
-            old_watcher.stop()
-        ready = threading.Event()
-        ready.set()
-        self._serving = (new, ready, ready)
-        self.watcher = self._start_watcher(new)
-        self._retired.append(old)  # closed at shutdown: a search may still be running on it
+        with self._lock:
+            if rebuild != self._rebuilds:
+                new.close()
+                return
+            old, old_watcher = self.index, self.watcher
+            if old_watcher is not None:
+                old_watcher.stop()
+            ready = threading.Event()
+            ready.set()
+            self._serving = (new, ready, ready)
+            self.watcher = self._start_watcher(new)
+            self._retired.append(old)  # closed at shutdown: a search may still be running on it
         try:  # what changed since new.sync() looked (a note a memory_write synced into the old index meanwhile)
             new.sync()
         except Exception as exc:  # noqa: BLE001 - the watcher or the next write syncs again; say why meanwhile
@@ -265,6 +283,12 @@ class MemoryService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _narrowed(old: Any, new: Any) -> bool:
+    """Whether sources settings ``new`` take places away that ``old`` indexed."""
+    return bool(set(old.session_paths) - set(new.session_paths) or set(old.extra_paths) - set(new.extra_paths)
+                or set(new.ignore_dirs) - set(old.ignore_dirs))
 
 
 class _Backend:

@@ -45,7 +45,8 @@ from hybridmem.errors import ArgumentError, HybridMemError, PathError
 from hybridmem.reader import refuse_escapes, validate_relative
 from hybridmem.serve import notefile
 from hybridmem.sessions import compile_redactions, replace_surrogates
-from hybridmem.sources import skipped_as_binary, text_encoding, unindexed_reason, within
+from hybridmem.sources import unindexed_reason, within
+from hybridmem.textfiles import skipped_as_binary, text_encoding
 from hybridmem.tools import MAX_PATH_CHARS, Arg
 
 MAX_NAME_BYTES = 240  # NAME_MAX (255) less the lock file's ".<name>.lock"

@@ -21,6 +21,7 @@ from hybridmem.errors import HybridMemError, WorkspaceError
 from hybridmem.records import Document
 from hybridmem.sessions import defer_session_reindex
 from hybridmem.store import Store
+from hybridmem.textfiles import BINARY_HEAD, skipped_as_binary
 from hybridmem.sync.documents import (
     Progress,
     SyncReport,
@@ -354,7 +355,7 @@ class Syncer:
             if old is None:
                 try:
                     with open(sf.abspath, "rb") as fh:
-                        count += not src.skipped_as_binary(fh.read(src.BINARY_HEAD))
+                        count += not skipped_as_binary(fh.read(BINARY_HEAD))
                 except OSError:
                     count += 1
             elif not self._unchanged(sf, old):
