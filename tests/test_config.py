@@ -121,3 +121,20 @@ def test_flags_in_seconds_follow_the_settings_rule(command, value, capsys):
         main([*command, value])
     err = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and len(err) == 1 and "expected a number of seconds from 0 to 86400" in err[0], err
+
+
+def test_a_settings_file_that_is_a_folder_or_a_dangling_link_is_an_error(tmp_path):
+    """A hybridmem.toml that was a folder, or a link to nothing, was passed over: the defaults (another model) were
+    served without a word."""
+    import os
+
+    from hybridmem.config import load_settings
+
+    folder, link = tmp_path / "a", tmp_path / "b"
+    (folder / "hybridmem.toml").mkdir(parents=True)
+    link.mkdir()
+    os.symlink(tmp_path / "nothing.toml", link / "hybridmem.toml")
+    for ws in (folder, link):
+        with pytest.raises(ConfigError, match=r"is not a readable file \(a folder, or a link to nothing\)$"):
+            load_settings(workspace=ws)
+    assert load_settings(workspace=tmp_path).embedding == Settings().embedding

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -127,7 +128,11 @@ def load_settings(path: str | Path | None = None, workspace: str | Path | None =
                 data = tomllib.loads(p.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot parse settings file {p}: {exc}") from None
+            except OSError as exc:
+                raise ConfigError(f"cannot read settings file {p}: {exc.strerror or exc}") from None
             return settings_from_dict(data)
+        if os.path.lexists(p):  # a folder, or a link to nothing: the defaults would be served without a word
+            raise ConfigError(f"settings file {p} is not a readable file (a folder, or a link to nothing)")
         if path is not None:
             raise ConfigError(f"settings file not found: {p}")
     return Settings()
