@@ -126,6 +126,15 @@ class MemoryIndex:
         """True while another process holds this index's sync lock (it is indexing: search what it stored)."""
         return self.syncer.running_elsewhere()
 
+    def sync_if_idle(self, **kwargs: Any) -> SyncReport | None:
+        """:meth:`sync` now, unless a sync of this index already runs in this process (None then)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self.sync(**kwargs)
+        finally:
+            self._lock.release()
+
     def sync(self, force: bool = False, progress: Progress | None = None, wait: bool = False,
              embed_limit: int | None = None, defer_sessions: bool = True) -> SyncReport:
         """Bring the index up to date with the workspace (new, changed and deleted files, by content hash); a

@@ -26,6 +26,7 @@ from hybridmem.redaction import Redactor, redactor
 ROLES = {"user": "User", "assistant": "Assistant"}
 
 NO_REDACTION = Redactor((), None)  # sources.redact_sessions = false
+_BREAK = re.compile(r"[^\S \t]")  # whitespace a key-value rule does not read across (a line break, a form feed)
 _ROLE_LABEL = re.compile(r"^(?:%s): " % "|".join(ROLES.values()), re.MULTILINE)
 
 
@@ -213,7 +214,7 @@ def parse_transcript(lines: Iterable[str], patterns: Redactor | None = None) -> 
             surrogate_lines.append(number)
         redacted = pats.redact(text, remember=True)  # as written: a secret over several lines (a private key)
         text = " ".join(redacted.split())
-        if text != redacted:  # and as indexed: a key and its value the message wrote on two lines
+        if _BREAK.search(redacted):  # and as indexed: a key and its value the message wrote on two lines
             text = pats.redact(text, remember=True)
         if not text:
             continue

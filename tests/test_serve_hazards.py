@@ -152,3 +152,59 @@ def test_a_request_that_does_not_arrive_whole_in_time_is_dropped(ws: Path) -> No
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_a_settings_edit_reverted_before_its_re_index_ends_is_not_served(ws: Path, monkeypatch) -> None:
+    """The revert applied in place on the old index, so the re-index of the edit stayed "the latest" and was served
+    once it ended: the file named the defaults, the server served the edit."""
+    settings = ws / "hybridmem.toml"
+    default = settings.read_text(encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as service:
+        tokens = service.index.settings.chunking.tokens
+        started: list[tuple[Any, tuple[Any, ...]]] = []
+        monkeypatch.setattr(service, "_background", lambda target, *args, name: started.append((target, args)))
+        settings.write_text(default + "[chunking]\ntokens = 50\noverlap = 10\n", encoding="utf-8")
+        service.refresh()
+        settings.write_text(default + "\n", encoding="utf-8")  # the edit undone (another size: a change to see)
+        service.refresh()
+        (replace, args), = started
+        replace(*args)
+        assert service.index.settings.chunking.tokens == tokens != 50
+
+
+def test_a_slow_reply_to_a_request_that_closes_its_connection_is_not_cut() -> None:
+    """h11 reads a request sent with `Connection: close` (urllib's default) as MUST_CLOSE, never DONE: the request
+    timeout took it for unfinished and closed the connection in the middle of the reply."""
+    import asyncio
+    import threading
+
+    import uvicorn
+
+    from hybridmem.serve.http import _timed_protocol, listen_socket
+
+    async def slow(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for part in (b"one ", b"two ", b"three"):
+            await asyncio.sleep(0.6)  # 1.8 s in all, past the 1 s limit
+            await send({"type": "http.response.body", "body": part, "more_body": part != b"three"})
+
+    sock = listen_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(slow, log_level="warning", http=_timed_protocol(1.0), ws="none",
+                                           lifespan="off"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    try:
+        for connection in (b"close", b"keep-alive"):
+            client = socket.create_connection(("127.0.0.1", port), timeout=10)
+            client.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: " + connection + b"\r\n\r\n")
+            got = b""
+            while not got.endswith(b"0\r\n\r\n") and (chunk := client.recv(1000)):  # the chunked body's end
+                got += chunk
+            client.close()
+            assert got.startswith(b"HTTP/1.1 200") and b"three\r\n0\r\n\r\n" in got, got
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -71,7 +71,8 @@ def _refusal(ws: Path, file: str) -> BaseException | None:
     return None
 
 
-@pytest.mark.parametrize("kind", ["pending, nothing else", "done, without its line count"])
+@pytest.mark.parametrize("kind", ["pending, nothing else", "done, without its line count", "pending, size -1",
+                                  "pending, data not base64", "pending, without the note's bytes"])
 def test_a_lock_file_holding_some_other_json_is_read_as_no_journal(tmp_path: Path, kind: str) -> None:
     """A journal this module never wrote (edited by hand, another version's) made server start raise KeyError and
     every write to the note fail with it."""
@@ -79,8 +80,13 @@ def test_a_lock_file_holding_some_other_json_is_read_as_no_journal(tmp_path: Pat
     note = ws / "memory" / "a.md"
     note.write_text("# A\n", encoding="utf-8")
     st = note.stat()
-    journal = {"state": "pending"} if kind.startswith("pending") else {
-        "state": "done", "id": [st.st_dev, st.st_ino], "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    pending = {"state": "pending", "id": [st.st_ino], "size": 0, "after": 4, "sha256": "0" * 64, "data": "IyBBCg=="}
+    journal = {"pending, nothing else": {"state": "pending"},
+               "done, without its line count": {"state": "done", "id": [st.st_dev, st.st_ino], "size": st.st_size,
+                                                "mtime_ns": st.st_mtime_ns},
+               "pending, size -1": {**pending, "size": -1},
+               "pending, data not base64": {**pending, "data": "not base64!"},
+               "pending, without the note's bytes": {k: v for k, v in pending.items() if k != "data"}}[kind]
     (ws / "memory" / ".a.md.lock").write_text(json.dumps(journal), encoding="utf-8")
     assert recover(ws / "memory") == []
     out = append_note(ws, "the note", "a.md")
@@ -229,3 +235,18 @@ def test_the_folders_a_first_note_creates_are_synced_with_it(tmp_path: Path, mon
     synced.clear()
     append_note(ws, "another note", "memory/projects/api/notes.md")
     assert synced == []
+
+
+def test_recovery_at_start_walks_no_deeper_than_the_index_does(tmp_path: Path) -> None:
+    """os.walk recursed into a RecursionError on 1,500 nested folders: `hybridmem mcp --allow-write` died at start."""
+    ws = _ws(tmp_path)
+    deep = ws / "memory"
+    for _ in range(1500):
+        deep = deep / "d"
+        os.mkdir(deep)
+    try:
+        assert recover(ws / "memory") == []
+    finally:  # pytest's own clean-up of old temporary folders recurses too
+        while deep != ws / "memory":
+            deep.rmdir()
+            deep = deep.parent

@@ -226,9 +226,12 @@ def _timed_protocol(limit_s: float) -> type:
                 self._request_timer.cancel()
                 self._request_timer = None
 
+        def _whole(self) -> bool:  # DONE, or MUST_CLOSE after a request sent with Connection: close or HTTP/1.0
+            return self.conn.their_state not in (h11.IDLE, h11.SEND_BODY)
+
         def _too_slow(self) -> None:
             self._request_timer = None
-            if self.conn.their_state is not h11.DONE:
+            if not self._whole():
                 self.transport.close()
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
@@ -241,12 +244,12 @@ def _timed_protocol(limit_s: float) -> type:
 
         def handle_events(self) -> None:
             super().handle_events()
-            if self.conn.their_state is h11.DONE:  # the request is whole: the reply may take as long as it takes
+            if self._whole():  # the request is whole: the reply may take as long as it takes
                 self._disarm()
 
         def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
+            super().on_response_complete()  # may start a pipelined request already whole: then nothing to time
+            if not self.transport.is_closing() and not self._whole():
                 self._arm()  # the next request on this connection
 
     return TimedRequests
@@ -278,7 +281,7 @@ def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any 
     port = sock.getsockname()[1]  # port 0 resolved: Host checks need the real one
     app = build_app(server, host, port, token, allow_hosts)
     _more_descriptors()
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", http=_timed_protocol(request_timeout_s))
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", http=_timed_protocol(request_timeout_s), ws="none")
     userver = uvicorn.Server(config)
 
     async def main() -> None:

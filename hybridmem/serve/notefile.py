@@ -45,6 +45,7 @@ except ImportError:  # pragma: no cover - Windows: threads of one server are sti
     fcntl = None  # type: ignore[assignment]
 
 from hybridmem.errors import HybridMemError, PathError
+from hybridmem.sources import MAX_DEPTH
 
 T = TypeVar("T")
 LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
@@ -76,13 +77,19 @@ def breaks_in(data: bytes) -> int:
     return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
+def _plain(st: os.stat_result) -> bool:
+    """A regular file with one link: what a note and its lock file must be (see the module docstring)."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
 def refuse_odd(st: os.stat_result, name: str) -> None:
     """PathError unless ``st`` is a regular file with one link (see the module docstring)."""
+    if _plain(st):
+        return
     if not stat.S_ISREG(st.st_mode):
         raise PathError(f"{name} is not a regular file (a FIFO, socket or device), so no note is written to it")
-    if st.st_nlink > 1:
-        raise PathError(f"{name} has other hard links, and a note appended to it would change the files linked to it "
-                        "too (which may lie outside memory/): write the note to another file (the file argument)")
+    raise PathError(f"{name} has other hard links, and a note appended to it would change the files linked to it "
+                    "too (which may lie outside memory/): write the note to another file (the file argument)")
 
 
 def open_note(path: Path, flags: int) -> int:
@@ -114,8 +121,7 @@ def locked(path: Path) -> Iterator[int]:
                                 "is one") from None
             raise
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            if not _plain(os.fstat(fd)):
                 raise PathError(f"{lock_path(path).name}, the lock file of {path.name}, is a hard link or not a "
                                 "regular file, so it is not written: remove it and write the note again")
             if fcntl is not None:
@@ -135,13 +141,23 @@ def _journal(fd: int) -> dict[str, Any]:
 
 
 def _well_formed(data: Any) -> bool:
-    """Whether ``data`` is a journal this module writes (:func:`append`)."""
+    """Whether ``data`` is a journal this module writes (:func:`append`): a pending one names the note's bytes, which
+    a recovery compares before it cuts anything."""
     if not isinstance(data, dict) or data.get("state") not in _JOURNAL_INTS:
         return False
     ints = [data.get(k) for k in _JOURNAL_INTS[data["state"]]]
     ident = data.get("id")
-    return (all(type(v) is int for v in ints) and isinstance(ident, list) and all(type(v) is int for v in ident)
-            and (data["state"] == "done" or isinstance(data.get("sha256"), str)))
+    if not (all(type(v) is int and v >= 0 for v in ints) and isinstance(ident, list)
+            and all(type(v) is int for v in ident)):
+        return False
+    if data["state"] == "done":
+        return True
+    if not (data["size"] <= data["after"] and isinstance(data.get("sha256"), str) and isinstance(data.get("data"), str)):
+        return False
+    try:
+        return len(base64.b64decode(data["data"], validate=True)) == data["after"] - data["size"]
+    except ValueError:  # binascii.Error
+        return False
 
 
 def _set_journal(fd: int, data: dict[str, Any], durable: bool) -> None:
@@ -184,10 +200,10 @@ def _recover(path: Path, fd: int) -> str | None:
             return None
         fh.seek(before)
         written = fh.read(st.st_size - before)
-    planned = base64.b64decode(j["data"]) if isinstance(j.get("data"), str) else None
+    planned = base64.b64decode(j["data"])
     whole = st.st_size == after and hashlib.sha256(written).hexdigest() == j["sha256"]
     # what follows the old end is not a start of the note (a user's edit, another program's line): not ours to cut
-    if whole or not written or (planned is not None and planned[:len(written)] != written):
+    if whole or not written or planned[:len(written)] != written:
         _set_journal(fd, {}, durable=False)
         return None
     with os.fdopen(open_note(path, os.O_RDWR), "r+b") as fh:
@@ -290,15 +306,18 @@ def recover(root: Path) -> list[str]:
     done = []
     if not root.is_dir():
         return done
-    for dirpath, _, names in os.walk(root):
+    base = str(root).rstrip(os.sep).count(os.sep)
+    for dirpath, dirnames, names in os.walk(root):
+        if dirpath.count(os.sep) - base >= MAX_DEPTH:  # os.walk recurses; the index does not go deeper either
+            dirnames[:] = []
         for name in names:
             if name.startswith(LOCK_PREFIX) and name.endswith(".md" + LOCK_SUFFIX):
                 target = Path(dirpath) / name[len(LOCK_PREFIX) : -len(LOCK_SUFFIX)]
                 try:
                     with locked(target) as fd:
                         msg = _recover(target, fd)
-                except PathError:
-                    continue  # a link, not a lock file this module made
+                except (PathError, OSError):
+                    continue  # a link or special file, not a lock file this module made; or a file it cannot read
                 if msg:
                     done.append(msg)
     return done

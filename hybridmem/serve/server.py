@@ -168,9 +168,9 @@ def build_server(service: MemoryService, allow_write: bool = False) -> Server[An
         undone = recover(service.workspace / "memory")
         for line in undone:
             print(f"hybridmem: {line}", file=sys.stderr, flush=True)
-        if undone:  # the service indexed the files before they were cut back, and without a watcher no one else will
-            try:
-                service.index.sync()
+        if undone:  # the service indexed the files before they were cut back: index them as they are now (rows only;
+            try:  # their vectors come with the next sync)
+                service.index.sync(embed_limit=0)
             except Exception as exc:  # noqa: BLE001 - the server still starts; the next sync tries again
                 print(f"hybridmem: indexing after the recovery failed ({exc}); the next sync tries again",
                       file=sys.stderr, flush=True)

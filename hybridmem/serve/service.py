@@ -153,13 +153,13 @@ class MemoryService:
                 self.settings_error = f"{self.config_path.name} not applied: {why}"
                 return
             self.settings_error = None
+            self._rebuilds += 1  # any re-index in flight was for settings the file no longer names
             self.log = self._make_log(settings)
             old_sources = self.index.settings.sources
             if self.index.reload_settings(settings):
                 if settings.sources != old_sources:
                     self._resync(_narrowed(old_sources, settings.sources))
                 return
-            self._rebuilds += 1
             new = self._open(settings)
             self._background(self._replace, new, self._rebuilds, name="hybridmem-reindex")
 
@@ -169,7 +169,7 @@ class MemoryService:
         the index before this call searches (a quick sync: rows only, vectors left to the next)."""
         if narrowed:
             try:
-                self.index.sync(embed_limit=0)
+                self.index.sync_if_idle(embed_limit=0)  # a sync running now (the watcher's) is not waited for
             except Exception as exc:  # noqa: BLE001 - keep serving; memory_status says why
                 self.settings_error = f"{self.config_path.name}: the sync after it changed failed: {exc}"
         if self.watcher is not None:
