@@ -167,7 +167,7 @@ def appended_delta(path: str, indexed_size: int, size: int, max_bytes: int) -> t
     with open(path, "rb") as fh:
         fh.seek(indexed_size)
         tail = fh.read(delta)
-    return delta, count_messages(tail.decode("utf-8", "replace").splitlines())
+    return delta, count_messages(tail.decode("utf-8", "replace").split("\n"))  # records end in "\n" alone
 
 
 def defer_session_reindex(path: str, indexed_size: int, size: int, delta_bytes: int, delta_messages: int) -> bool:

@@ -196,6 +196,8 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
         real = os.path.realpath(p)
         try:
             if not os.path.isfile(real):
+                if os.path.islink(p) and not os.path.exists(p):  # a note's link whose target is gone: say so
+                    notes.append(f"{_key(ws, p, root)}: skipped, it is a link to nothing (or a loop of links)")
                 continue
             st = os.stat(real)
         except OSError:
@@ -309,6 +311,21 @@ def _nul_warning(text: str) -> str:
     return f"{counted(text.count(chr(0)), 'NUL byte')} replaced by U+FFFD on {numbered('line', lines, more)}"
 
 
+def _partial_char(data: bytes) -> int:
+    """How many bytes at the end of ``data`` begin a UTF-8 character that is cut short (0 to 3).
+
+    Example:
+        >>> _partial_char("café".encode()[:-1]), _partial_char("café".encode()), _partial_char("日".encode()[:2])
+        (1, 0, 2)
+    """
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the character's first byte, or ASCII
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4 if byte >> 3 == 0b11110 else 1
+            return back if need > back else 0
+    return 0
+
+
 def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
     """Decode a file as UTF-8 (invalid bytes and NULs replaced by U+FFFD); a warning when it was binary (then ``""``),
     held NULs or invalid UTF-8, or was too large. The encoding is :func:`text_encoding`'s: a UTF-16 or UTF-32 byte order
@@ -330,6 +347,8 @@ def read_text(path: str | Path, max_bytes: int) -> tuple[str, str | None]:
         data = data[: cut + 1 if cut > 0 else max_bytes]
         if wide:  # whole code units
             data = data[: len(data) - len(data) % (4 if wide == "utf-32" else 2)]
+        elif cut <= 0:  # cut inside a line: not inside a UTF-8 character too (it would read as invalid UTF-8)
+            data = data[: len(data) - _partial_char(data)]
         warnings.append(f"too large: only the first {len(data)} bytes indexed (sources.max_file_bytes = {max_bytes})")
     encoding = wide or text_encoding(data)
     text = data.decode(encoding, errors="replace")

@@ -140,3 +140,42 @@ def test_a_nul_in_a_path_setting_is_a_settings_error(name: str) -> None:
     with pytest.raises(ConfigError, match=rf"^invalid setting sources\.{name}: 'notes\\x00' holds a NUL character, "
                                           r"which no path can$"):
         Settings().override(sources={name: ["notes\0"]})
+
+
+def test_a_note_that_is_a_link_to_nothing_is_named_in_a_warning(tmp_path: Path) -> None:
+    """A dangling or looping link named like a note was passed over without a word (a link out of memory's places
+    gets a warning)."""
+    ws = _ws(tmp_path)
+    (ws / "memory" / "real.md").write_text("a note\n", encoding="utf-8")
+    os.symlink(ws / "memory" / "gone.md", ws / "memory" / "dangling.md")
+    os.symlink(ws / "memory" / "loop2.md", ws / "memory" / "loop1.md")
+    os.symlink(ws / "memory" / "loop1.md", ws / "memory" / "loop2.md")
+    with MemoryIndex(ws, settings=KEYWORD_ONLY) as idx:
+        report = idx.sync()
+        assert [f["path"] for f in idx.files()] == ["memory/real.md"]
+    for name in ("dangling", "loop1", "loop2"):
+        assert f"memory/{name}.md: skipped, it is a link to nothing (or a loop of links)" in report.warnings
+
+
+def test_a_transcript_s_new_messages_are_counted_by_their_records_not_by_unicode_line_breaks(tmp_path: Path) -> None:
+    """`str.splitlines()` also splits on U+2028, U+0085 and form feeds, which a JSON string may hold raw: a message
+    holding one counted as no message, and a growing transcript waited longer than `session_delta_messages`."""
+    from hybridmem.sessions import appended_delta
+
+    path = tmp_path / "s.jsonl"
+    old = json.dumps({"role": "user", "content": "first"}) + "\n"
+    new = "".join(json.dumps({"role": "user", "content": f"line\u2028{i}\x0cend"}, ensure_ascii=False) + "\n"
+                  for i in range(3))
+    path.write_text(old + new, encoding="utf-8")
+    assert appended_delta(str(path), len(old.encode()), path.stat().st_size, 10 ** 6)[1] == 3
+
+
+def test_a_note_cut_at_max_file_bytes_inside_a_character_is_not_called_invalid(tmp_path: Path) -> None:
+    """A line longer than `sources.max_file_bytes` was cut at the byte limit, inside a character: the note was said
+    to hold invalid UTF-8 and ended in U+FFFD."""
+    from hybridmem.sources import read_text
+
+    note = tmp_path / "long.md"
+    note.write_text("é" * 1000, encoding="utf-8")  # one line of two-byte characters
+    text, warning = read_text(note, 1001)
+    assert text == "é" * 500 and warning == "too large: only the first 1000 bytes indexed (sources.max_file_bytes = 1001)"
