@@ -125,6 +125,18 @@ def keyword_only_note(vectors: dict[str, int] | None, retriever: Retriever, scop
     return KEYWORD_INDEX if vectors is None else NO_VECTORS_YET if vectors["embedded"] == 0 else NO_VECTOR_FOUND
 
 
+def nothing_to_search(retriever: Retriever, scope: Scope, ranking: Ranking) -> str | None:
+    """For a keyword-only search that found no candidate, why, when nothing was there to search: an empty index, or a
+    scope no indexed file matches (a typo in a path prefix must not read as "nothing relevant")."""
+    if ranking.candidates:
+        return None
+    if not retriever.files_in_scope(Scope()):
+        return NO_FILES
+    if (scope.source or scope.path_prefix) and not retriever.files_in_scope(scope):
+        return NO_FILE_IN_SCOPE
+    return None
+
+
 def fallback_reason(embedder: LazyEmbedder, retriever: Retriever, provider: str) -> str | None:
     """Why a search runs keyword-only: no embedding provider could be loaded, or the vector leg failed."""
     if embedder.get() is None and provider != "none":
@@ -185,8 +197,9 @@ def run_search(retriever: Retriever, embedder: LazyEmbedder, identity: Callable[
     return SearchResponse(  # the query as the retriever cleaned it: a lone surrogate never reaches the response
         query=cands.query, results=ranking.hits, ranking=ranking, provider=name, model=model, fallback=fallback,
         fallback_reason=(keyword_only_note(vectors, retriever, scope) if keyword_index
-                         else fallback_reason(embedder, retriever, provider))
-        if fallback else None, timings=timings, config=cfg, candidates=cands,
+                         else fallback_reason(embedder, retriever, provider)
+                         or nothing_to_search(retriever, scope, ranking)) if fallback else None,
+        timings=timings, config=cfg, candidates=cands,
         notice=notice, vectors=vectors, vectors_note=vectors_note if cfg.vector_weight > 0 else None,
         ask_in=ask_again(cands.query, ranking))
 

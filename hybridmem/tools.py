@@ -91,6 +91,8 @@ def nothing_found(resp: Any) -> str:
         ran = [leg for leg, searched, weight in (
             ("keyword", getattr(cands, "keyword_searched", True), config.text_weight),
             ("vector", getattr(cands, "vector_searched", True), config.vector_weight)) if searched and weight > 0]
+        if not ran:
+            return f"{NOTHING_FOUND} No search ran: each was weighted 0 or could not run (an index without vectors)."
         if len(ran) == 1:
             return f"{NOTHING_FOUND} The {ran[0]} search found no candidate (the only one this search ran)."
         return f"{NOTHING_FOUND} Neither the keyword nor the vector search found a candidate."
@@ -225,7 +227,8 @@ class Arg:
             if not isinstance(value, str):
                 raise HybridMemError(f"{self.name} must be a string")
             if self.enum and value not in self.enum:
-                raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, got {brief(value)}")
+                raise HybridMemError(f"{self.name} must be one of {', '.join(map(repr, self.enum))}, "
+                                     f"got {brief(value)}")
             if self.max_length is not None and len(value) > self.max_length:
                 raise HybridMemError(f"{self.name} must be at most {self.max_length} characters, got {len(value)}")
             return value

@@ -52,3 +52,19 @@ def test_a_path_prefix_in_either_unicode_form_finds_the_folder(ws: Path, form: s
         hits = idx.search("quokka payment", path_prefix=unicodedata.normalize(form, "memory/Việt/"),
                           answer_threshold=0.0).results
     assert [unicodedata.normalize("NFC", h.path) for h in hits] == ["memory/Việt/ghi.md"]
+
+
+def test_a_keyword_only_search_with_nothing_to_search_says_why(ws: Path, tmp_path: Path) -> None:
+    """A keyword-only index said "the keyword search found no candidate" for a path prefix no file matches and for
+    an empty index, where an index with vectors says that nothing was searched and why; and "neither search found a
+    candidate" where neither ran."""
+    from hybridmem.tools import nothing_found
+
+    with MemoryIndex(ws, settings=KEYWORD_ONLY) as idx:
+        idx.sync()
+        assert "No indexed file matches the search's scope" in nothing_found(idx.search("payment", path_prefix="nope/"))
+        assert "No search ran" in nothing_found(idx.search("payment", text_weight=0.0))
+    (tmp_path / "empty" / "memory").mkdir(parents=True)
+    with MemoryIndex(tmp_path / "empty", settings=KEYWORD_ONLY) as idx:
+        idx.sync()
+        assert "The index holds no memory files" in nothing_found(idx.search("payment"))

@@ -281,7 +281,8 @@ def serve_http(server: Any, host: str, port: int, token: str | None, ready: Any 
     port = sock.getsockname()[1]  # port 0 resolved: Host checks need the real one
     app = build_app(server, host, port, token, allow_hosts)
     _more_descriptors()
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", http=_timed_protocol(request_timeout_s), ws="none")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            http=_timed_protocol(request_timeout_s), ws="none")
     userver = uvicorn.Server(config)
 
     async def main() -> None:

@@ -152,7 +152,8 @@ def _well_formed(data: Any) -> bool:
         return False
     if data["state"] == "done":
         return True
-    if not (data["size"] <= data["after"] and isinstance(data.get("sha256"), str) and isinstance(data.get("data"), str)):
+    if not (data["size"] <= data["after"] and isinstance(data.get("sha256"), str)
+            and isinstance(data.get("data"), str)):
         return False
     try:
         return len(base64.b64decode(data["data"], validate=True)) == data["after"] - data["size"]
