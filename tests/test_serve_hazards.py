@@ -208,3 +208,24 @@ def test_a_slow_reply_to_a_request_that_closes_its_connection_is_not_cut() -> No
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_a_redaction_pattern_added_while_serving_applies_before_the_re_index_ends(ws: Path, monkeypatch) -> None:
+    """A pattern added to sources.redact_patterns re-indexes in the background; meanwhile the old index, built
+    without it, served the secret in search snippets and memory_get."""
+    secret = "zebra-7731-quokka"
+    (ws / "memory" / "vault.md").write_text(f"# Vault\n\nThe locker code is {secret}.\n", encoding="utf-8")
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as service:
+        service.index.sync()
+        assert secret in service.get("memory/vault.md")["text"]
+        started: list[Any] = []
+        monkeypatch.setattr(service, "_background", lambda target, *args, name: started.append((target, args)))
+        (ws / "hybridmem.toml").write_text('[embedding]\nprovider = "none"\n[sources]\n'
+                                           'redact_patterns = ["zebra-\\\\d+-quokka"]\n', encoding="utf-8")
+        hits = service.search("locker code", answer_threshold=0)["results"]
+        assert started and hits and all(secret not in h["snippet"] for h in hits)
+        assert any("[REDACTED]" in h["snippet"] for h in hits)
+        assert secret not in service.get("memory/vault.md")["text"]
+        (replace, args), = started
+        replace(*args)  # the re-index ends: its own text is redacted, and nothing is passed through twice
+        assert service.interim is None and secret not in service.get("memory/vault.md")["text"]

@@ -225,7 +225,9 @@ RECALL_PROMPT_DESCRIPTION = ("Memories relevant to a message, as a context block
 def recall(service: MemoryService, message: str) -> str:
     """The ``recall`` prompt's context block (``""``: nothing relevant) from the served index."""
     service.refresh()
-    return tools_recall(service.index, message)
+    block = tools_recall(service.index, message)
+    rules = service.interim  # a re-index for stricter redaction still runs: the old index's text, redacted now
+    return rules.redact(block) if rules is not None and block else block
 
 
 def _version() -> str:

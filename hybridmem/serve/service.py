@@ -33,7 +33,9 @@ from hybridmem.errors import ConfigError, HybridMemError
 from hybridmem.index import MemoryIndex
 from hybridmem.querylog import QueryLog, log_path, ranking_hash
 from hybridmem.ranking import check_config
+from hybridmem.redaction import Redactor
 from hybridmem.reader import cited_lines
+from hybridmem.sessions import compile_redactions
 from hybridmem.sync.lock import sync_running
 from hybridmem.tools import GET_ARGS, RANKING_ARGS, SEARCH_ARGS, MemoryTools, parse_args
 
@@ -71,6 +73,8 @@ class MemoryService:
         self._workers_lock = threading.Lock()  # apart from _lock: refresh() starts workers while holding it
         self._retired: list[MemoryIndex] = []
         self._rebuilds = 0  # re-indexes started by settings changes: only the latest one is served
+        # while a re-index for stricter redaction runs, the old index's text goes out through the new rules
+        self.interim: Redactor | None = None
         # The served index, whether its model is ready and whether its token alignment is, swapped together (a search
         # reads them at once).
         self._serving: tuple[MemoryIndex, threading.Event, threading.Event] = (
@@ -154,12 +158,14 @@ class MemoryService:
                 return
             self.settings_error = None
             self._rebuilds += 1  # any re-index in flight was for settings the file no longer names
+            self.interim = None
             self.log = self._make_log(settings)
             old_sources = self.index.settings.sources
             if self.index.reload_settings(settings):
                 if settings.sources != old_sources:
                     self._resync(_narrowed(old_sources, settings.sources))
                 return
+            self.interim = _stricter(self.index.settings.sources, settings.sources)
             new = self._open(settings)
             self._background(self._replace, new, self._rebuilds, name="hybridmem-reindex")
 
@@ -214,6 +220,7 @@ class MemoryService:
             ready = threading.Event()
             ready.set()
             self._serving = (new, ready, ready)
+            self.interim = None
             self.watcher = self._start_watcher(new)
             self._retired.append(old)  # closed at shutdown: a search may still be running on it
         try:  # what changed since new.sync() looked (a note a memory_write synced into the old index meanwhile)
@@ -238,6 +245,9 @@ class MemoryService:
         hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
         record = self.log.search(client, out["query"], args, ranking_hash(cfg), hits, ms)  # as searched (capped)
         out["search_id"] = record["id"]
+        if (rules := self.interim) is not None:
+            for hit in out["results"]:
+                hit["snippet"] = rules.redact(hit["snippet"])
         return out
 
     def get(self, path: str, client: str = "local", **kwargs: Any) -> dict[str, Any]:
@@ -247,6 +257,8 @@ class MemoryService:
         args = parse_args({"path": path, **kwargs}, GET_ARGS)
         _, first, count = cited_lines(path, args.get("from"), args.get("lines"))  # a citation's lines count as asked
         self.log.get(client, out.get("path", path), first, count)
+        if (rules := self.interim) is not None and isinstance(out.get("text"), str):
+            out["text"] = rules.redact(out["text"])
         return out
 
     def status(self) -> dict[str, Any]:
@@ -283,6 +295,16 @@ class MemoryService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stricter(old: Any, new: Any) -> Redactor | None:
+    """The rules sources settings ``new`` redact with, when they redact differently from ``old`` (a pattern added,
+    redaction switched on): the text of an index built under ``old`` is passed through them until one built under
+    ``new`` is served."""
+    keys = ("redact_patterns", "redact_sessions", "redact_memory")
+    if all(getattr(old, k) == getattr(new, k) for k in keys) or not (new.redact_sessions or new.redact_memory):
+        return None
+    return compile_redactions(new.redact_patterns)
 
 
 def _narrowed(old: Any, new: Any) -> bool:
