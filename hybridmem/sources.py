@@ -120,7 +120,8 @@ def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str,
                             "indexed")
             dirnames[:] = []
         kept = []
-        for d in sorted(dirnames):
+        # a folder's own name claims it before a link to it beside it does (each real folder is walked once)
+        for d in sorted(dirnames, key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d)):
             full = os.path.join(dirpath, d)
             real = os.path.realpath(full)
             if d in ignore or d.startswith(".") or real in seen_dirs:
@@ -192,8 +193,10 @@ def discover(workspace: str | Path, config: SourcesConfig | None = None,
             found += [(p, "sessions", sp) for p in _walk(ws, sp, ".jsonl", ignore, roots, notes, seen_sessions)]
     out: dict[str, SourceFile] = {}
     seen_real: set[str] = set()
-    for p, source, root in found:
-        real = os.path.realpath(p)
+    # a file reached twice (a note and a link to it) is indexed under the path that reaches it through no link
+    resolved = sorted(((p, source, root, os.path.realpath(p)) for p, source, root in found),
+                      key=lambda f: f[3] != os.path.abspath(f[0]))
+    for p, source, root, real in resolved:
         try:
             if not os.path.isfile(real):
                 if os.path.islink(p) and not os.path.exists(p):  # a note's link whose target is gone: say so

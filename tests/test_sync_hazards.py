@@ -179,3 +179,18 @@ def test_a_note_cut_at_max_file_bytes_inside_a_character_is_not_called_invalid(t
     note.write_text("é" * 1000, encoding="utf-8")  # one line of two-byte characters
     text, warning = read_text(note, 1001)
     assert text == "é" * 500 and warning == "too large: only the first 1000 bytes indexed (sources.max_file_bytes = 1001)"
+
+
+def test_a_note_reached_also_through_a_link_is_indexed_under_its_own_path(tmp_path: Path) -> None:
+    """The first path in name order won: `memory/alias.md`, a link, was indexed instead of `memory/real.md`, which
+    `memory_get` then refused as not indexed."""
+    ws = _ws(tmp_path)
+    (ws / "memory" / "real.md").write_text("the heron nests by the lake\n", encoding="utf-8")
+    os.symlink(ws / "memory" / "real.md", ws / "memory" / "alias.md")
+    (ws / "memory" / "sub").mkdir()
+    (ws / "memory" / "sub" / "s.md").write_text("a note in a folder\n", encoding="utf-8")
+    os.symlink(ws / "memory" / "sub", ws / "memory" / "a-link")
+    with MemoryIndex(ws, settings=KEYWORD_ONLY) as idx:
+        idx.sync()
+        assert [f["path"] for f in idx.files()] == ["memory/real.md", "memory/sub/s.md"]
+        assert "heron" in idx.get("memory/real.md")["text"]
