@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from hybridmem.config import INDEX_DIRNAME, RankConfig, SourcesConfig
+from hybridmem.sessions import replace_surrogates
 from hybridmem.sources import session_redactor
 
 LOG_FILENAME = "query-log.jsonl"
@@ -69,13 +70,20 @@ class QueryLog:
         self._recent: dict[str, deque[tuple[str, dict[str, int]]]] = {}
 
     def search(self, client: str, query: str, args: dict[str, Any], config_hash: str,
-               results: Iterable[tuple[str, float]], ms: float | None = None) -> dict[str, Any]:
-        """Log one ``memory_search``; returns the record (its ``id`` names the search)."""
+               results: Iterable[tuple[str, float]], ms: float | None = None,
+               sent: str | None = None) -> dict[str, Any]:
+        """Log one ``memory_search``; returns the record (its ``id`` names the search). ``query`` is as searched
+        (cut to ``tokenizer.max_query_chars``); ``sent``, the query as the client sent it, is redacted whole first
+        and then cut as long, so a secret the cut split in two (which no rule finds then) is not logged in part."""
         results = [(c, float(s)) for c, s in results]
         sid = "s-" + secrets.token_hex(6)
+        logged = query
+        if sent is not None and len(sent) > len(query):
+            logged = self._redactor.redact(replace_surrogates(sent)[0])[:len(query)]
         record = {"v": FORMAT_VERSION, "type": "search", "id": sid, "time": _now(), "client": client,
-                  "query": self._redactor.redact(query),
-                  "args": {k: self._redactor.redact(v) if isinstance(v, str) else v for k, v in args.items()}, "ranking_hash": config_hash,
+                  "query": self._redactor.redact(logged),
+                  "args": {k: self._redactor.redact(v) if isinstance(v, str) else v for k, v in args.items()},
+                  "ranking_hash": config_hash,
                   "results": [{"citation": c, "score": round(s, 6)} for c, s in results],
                   "ms": None if ms is None else round(ms, 3)}
         ranks: dict[str, int] = {}

@@ -229,3 +229,15 @@ def test_a_redaction_pattern_added_while_serving_applies_before_the_re_index_end
         (replace, args), = started
         replace(*args)  # the re-index ends: its own text is redacted, and nothing is passed through twice
         assert service.interim is None and secret not in service.get("memory/vault.md")["text"]
+
+
+def test_a_secret_the_query_cap_cuts_in_two_is_not_logged_in_part(ws: Path) -> None:
+    """The log redacted the query as searched, cut to tokenizer.max_query_chars: a token the cut split in two matched
+    no rule, and its first characters were logged."""
+    secret = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    query = "x " * 994 + f"token {secret}"  # the cut (2,000 characters) falls inside the token
+    with MemoryService(ws, keyword_only=True, watch=False, preload=False) as service:
+        out = service.search(query)
+    assert len(out["query"]) < len(query)
+    logged = json.loads((ws / ".hybridmem" / "query-log.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    assert "ghp_" not in logged["query"] and logged["query"].endswith("token [REDAC")

@@ -243,7 +243,8 @@ class MemoryService:
         args.pop("query")
         cfg = self.settings.ranking.replace(**{k: args[k] for k in RANKING_ARGS if k in args})
         hits = [(r.get("citation") or f"{r['path']}#L{r['start_line']}", r["score"]) for r in out["results"]]
-        record = self.log.search(client, out["query"], args, ranking_hash(cfg), hits, ms)  # as searched (capped)
+        record = self.log.search(client, out["query"], args, ranking_hash(cfg), hits, ms,  # as searched (capped)
+                                 sent=query if isinstance(query, str) else None)
         out["search_id"] = record["id"]
         if (rules := self.interim) is not None:
             for hit in out["results"]:
