@@ -50,6 +50,9 @@ def ranking_hash(config: RankConfig) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+SPILL = 8192  # characters past a query's cut that its redaction for the log reads (a private key fits)
+
+
 class QueryLog:
     """Append-only JSONL log with size-capped rotation; thread-safe.
 
@@ -73,13 +76,15 @@ class QueryLog:
                results: Iterable[tuple[str, float]], ms: float | None = None,
                sent: str | None = None) -> dict[str, Any]:
         """Log one ``memory_search``; returns the record (its ``id`` names the search). ``query`` is as searched
-        (cut to ``tokenizer.max_query_chars``); ``sent``, the query as the client sent it, is redacted whole first
-        and then cut as long, so a secret the cut split in two (which no rule finds then) is not logged in part."""
+        (cut to ``tokenizer.max_query_chars``); ``sent``, the query as the client sent it, is redacted with the
+        :data:`SPILL` characters after the cut first and then cut as long, so a secret the cut split in two (which
+        no rule finds then) is not logged in part."""
         results = [(c, float(s)) for c, s in results]
         sid = "s-" + secrets.token_hex(6)
         logged = query
-        if sent is not None and len(sent) > len(query):
-            logged = self._redactor.redact(replace_surrogates(sent)[0])[:len(query)]
+        if sent is not None and len(sent) > len(query):  # redacted with what follows the cut, a few KB of it only:
+            # a 3 MB query redacted whole took seconds of CPU and held every other client's search back
+            logged = self._redactor.redact(replace_surrogates(sent[:len(query) + SPILL])[0])[:len(query)]
         record = {"v": FORMAT_VERSION, "type": "search", "id": sid, "time": _now(), "client": client,
                   "query": self._redactor.redact(logged),
                   "args": {k: self._redactor.redact(v) if isinstance(v, str) else v for k, v in args.items()},
