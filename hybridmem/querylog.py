@@ -81,12 +81,13 @@ class QueryLog:
         no rule finds then) is not logged in part."""
         results = [(c, float(s)) for c, s in results]
         sid = "s-" + secrets.token_hex(6)
-        logged = query
         if sent is not None and len(sent) > len(query):  # redacted with what follows the cut, a few KB of it only:
             # a 3 MB query redacted whole took seconds of CPU and held every other client's search back
             logged = self._redactor.redact(replace_surrogates(sent[:len(query) + SPILL])[0])[:len(query)]
+        else:
+            logged = self._redactor.redact(query)
         record = {"v": FORMAT_VERSION, "type": "search", "id": sid, "time": _now(), "client": client,
-                  "query": self._redactor.redact(logged),
+                  "query": logged,
                   "args": {k: self._redactor.redact(v) if isinstance(v, str) else v for k, v in args.items()},
                   "ranking_hash": config_hash,
                   "results": [{"citation": c, "score": round(s, 6)} for c, s in results],

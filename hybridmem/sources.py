@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from hybridmem.chunking import split_lines
 from hybridmem.config import SourcesConfig
@@ -103,6 +103,20 @@ def link_warning(shown: str, target: str) -> str:
 MAX_DEPTH = 100  # folders below a root; Python's os.walk recurses once a level (1,000 levels crash it)
 
 
+def walk_capped(root: Path, cut: Callable[[str], None] | None = None,
+                followlinks: bool = False) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(root)``, no deeper than :data:`MAX_DEPTH` folders below it (Python 3.11's walk recurses once a level:
+    about 990 levels crashed it); ``cut(dirpath)`` for each folder whose subfolders are left out. A caller may prune
+    ``dirnames`` as with ``os.walk``."""
+    base = str(root).rstrip(os.sep).count(os.sep)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=followlinks):
+        if dirnames and dirpath.count(os.sep) - base >= MAX_DEPTH:
+            if cut is not None:
+                cut(dirpath)
+            dirnames[:] = []
+        yield dirpath, dirnames, filenames
+
+
 def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str, ...], warnings: list[str],
           seen_dirs: set[str]) -> Iterator[Path]:
     """Files under ``root`` ending in ``suffix``; linked folders followed when inside ``roots``, each real folder
@@ -113,12 +127,12 @@ def _walk(ws: Path, root: Path, suffix: str, ignore: set[str], roots: tuple[str,
     if real_root in seen_dirs:
         return
     seen_dirs.add(real_root)
-    base = str(root).rstrip(os.sep).count(os.sep)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        if dirnames and dirpath.count(os.sep) - base >= MAX_DEPTH:  # os.walk recurses: a deeper tree would crash it
-            warnings.append(f"{_key(ws, Path(dirpath), root)}: folders nested more than {MAX_DEPTH} deep are not "
-                            "indexed")
-            dirnames[:] = []
+
+    def cut(dirpath: str) -> None:
+        warnings.append(f"{_key(ws, Path(dirpath), root)}: folders nested more than {MAX_DEPTH} deep are not "
+                        "indexed")
+
+    for dirpath, dirnames, filenames in walk_capped(root, cut, followlinks=True):
         kept = []
         # a folder's own name claims it before a link to it beside it does (each real folder is walked once)
         for d in sorted(dirnames, key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d)):

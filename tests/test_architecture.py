@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "hybridmem"
 # Lowest first. A module may import its own component and any component of a lower layer, never a higher one or one
 # beside it in the same layer: that keeps every arrow one way and rules out cycles between components.
 LAYERS: list[set[str]] = [
-    {"errors", "wording"},
+    {"errors", "wording", "durable"},
     {"redaction"},
     {"config"},
     {"records", "tokenization", "background", "textfiles"},

@@ -228,7 +228,7 @@ def test_the_folders_a_first_note_creates_are_synced_with_it(tmp_path: Path, mon
 
     ws = _ws(tmp_path)
     synced: list[Path] = []
-    monkeypatch.setattr(notefile, "_fsync_dir", synced.append)
+    monkeypatch.setattr(notefile, "fsync_dir", synced.append)
     append_note(ws, "a note", "memory/projects/api/notes.md")
     memory = ws / "memory"
     assert set(synced) == {memory / "projects" / "api", memory / "projects", memory}

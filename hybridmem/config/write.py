@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - Windows: the threads of one process ar
     fcntl = None  # type: ignore[assignment]
 
 from hybridmem.config.ranking import RankConfig
+from hybridmem.durable import fsync_dir
 from hybridmem.config.settings import load_settings, settings_from_dict
 from hybridmem.errors import ConfigError
 
@@ -121,12 +122,7 @@ def _replace(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    with contextlib.suppress(OSError):  # the rename itself, durable where the file system allows
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    fsync_dir(path.parent)  # the rename itself, durable where the file system allows
 
 
 __all__ = ["CONFIG_FILENAME", "ranking_changes", "ranking_update", "unified_diff", "write_ranking"]

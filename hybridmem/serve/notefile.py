@@ -44,8 +44,9 @@ try:
 except ImportError:  # pragma: no cover - Windows: threads of one server are still kept apart
     fcntl = None  # type: ignore[assignment]
 
+from hybridmem.durable import fsync_dir
 from hybridmem.errors import HybridMemError, PathError
-from hybridmem.sources import MAX_DEPTH
+from hybridmem.sources import walk_capped
 
 T = TypeVar("T")
 LOCK_PREFIX, LOCK_SUFFIX = ".", ".lock"
@@ -276,7 +277,7 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
             os.close(fd)
         if created:
             for folder in [path.parent, *(d.parent for d in new_dirs)]:
-                _fsync_dir(folder)
+                fsync_dir(folder)
         if st.st_size != start.st_size + len(data):  # another program appended too: its lines are not counted
             _clear_journal(lfd)
             return result
@@ -289,28 +290,12 @@ def append(path: Path, compose: Callable[[Tail], tuple[bytes, T]]) -> T:
         return result
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def recover(root: Path) -> list[str]:
     """Undo the appends cut short under ``root`` (run when a writing server starts); what was done."""
     done = []
     if not root.is_dir():
         return done
-    base = str(root).rstrip(os.sep).count(os.sep)
-    for dirpath, dirnames, names in os.walk(root):
-        if dirpath.count(os.sep) - base >= MAX_DEPTH:  # os.walk recurses; the index does not go deeper either
-            dirnames[:] = []
+    for dirpath, _, names in walk_capped(root):  # no deeper than the index goes
         for name in names:
             if name.startswith(LOCK_PREFIX) and name.endswith(".md" + LOCK_SUFFIX):
                 target = Path(dirpath) / name[len(LOCK_PREFIX) : -len(LOCK_SUFFIX)]
