@@ -11,7 +11,7 @@ import pytest
 from hybridmem.config import DEFAULT_RANKING
 from hybridmem.config.calibration import ANSWER_THRESHOLD, LANGUAGE_BARS, Calibration, gate_model
 from hybridmem.eval.decisions import DecisionRows, false_point
-from hybridmem.eval.language_bars import LEAST_QUESTIONS, bar_table, language_bars
+from hybridmem.eval.language_bars import LEAST_QUESTIONS, bar_table, language_bars, note_bars
 from hybridmem.ranking import rank
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit, raised
 from hybridmem.ranking.pipeline import decision_features
@@ -64,6 +64,40 @@ def test_a_question_is_read_against_its_languages_bar_and_an_unfitted_or_short_o
     keyword = rank(cands("lịch hẹn nha sĩ của mẹ là khi nào?", (1, 4, 2, 3), 0.86),
                    DEFAULT_RANKING.replace(vector_weight=0.0), now=0.0)
     assert keyword.language_bar is None  # the keyword leg's gate has no bars
+
+
+def test_bars_for_notes_start_from_englishs_own_point_over_its_notes_and_move_by_each_languages_shift() -> None:
+    """The twenty-first round's bars for a question over notes alone (measured, not shipped): English's own point (at
+    ``max_false``) over its note sets (XQuAD-R and SciFact; not LoCoMo's conversations nor the demo), moved per
+    language by how far its point lies from English's on XQuAD-R, up or down; a bar no higher than the language's
+    usual one (or the threshold) is left out, and the table reads a set over notes against it, a conversation set
+    and the demo against the usual bars."""
+    gate = Calibration(("vector_top",), (1.0,), 0.0)
+    grid = [i / 200 for i in range(1, 200)]
+    ps = {"xquad-en": [min(0.99, p + 0.3) for p in grid], "scifact": [min(0.99, p + 0.4) for p in grid],
+          "locomo": grid, "demo-memory": [0.01] * 50, "xquad-vi": [min(0.99, p + 0.5) for p in grid],
+          "xquad-tr": [min(0.99, p + 0.25) for p in grid], "xquad-ar": [min(0.99, p + 0.02) for p in grid],
+          "xquad-vi-cross": [0.3, 0.6, 0.8], "locomo-cross": [0.1, 0.3]}
+    rows = _rows(ps)
+    usual_bars = language_bars(rows, gate, threshold=0.05)
+    got = note_bars(rows, gate, 0.05, usual_bars, max_false=0.01)
+    own = false_point({"xquad-en": ps["xquad-en"], "scifact": ps["scifact"]}, max_false=0.01)
+    assert own == pytest.approx(false_point({"en": ps["xquad-en"]}, max_false=0.01))  # the lowest binds
+    assert got["en"] == pytest.approx(own, abs=1e-4)
+
+    def moved(lang: str) -> float:
+        shift = logit(false_point({lang: ps[f"xquad-{lang}"]}, max_false=0.01)) - logit(
+            false_point({"en": ps["xquad-en"]}, max_false=0.01))
+        return 1 / (1 + math.exp(-(logit(own) + shift)))
+
+    assert got["vi"] == pytest.approx(moved("vi"), abs=1e-4) and got["vi"] > usual_bars["vi"]
+    assert moved("tr") < own and got["tr"] == pytest.approx(moved("tr"), abs=1e-4)  # a shift down is kept
+    assert "ar" not in got and moved("ar") < 0.05  # never under the threshold
+    table = bar_table(rows, gate, 0.05, usual_bars, notes=got)
+    assert table.bar["xquad-vi-cross"] == got["vi"] and table.bar["locomo-cross"] == table.bar["locomo"] == 0.05
+    assert table.bar["demo-memory"] == 0.05  # the demo holds transcripts too
+    assert table.after["xquad-en"] <= 0.01 + 1e-9 and table.after["xquad-vi"] <= 0.01 + 1e-9
+    assert table.after["xquad-vi-cross"] > table.before["xquad-vi-cross"]
 
 
 def _rows(p_by_set: dict[str, list[float]]) -> DecisionRows:

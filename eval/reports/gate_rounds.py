@@ -20,6 +20,12 @@ e5), on the test splits' rows, read only to report:
 MiniLM's (``local``: train rows about 55 minutes, test rows about 15) start from English's own 2% point
 (``language_bars.ANCHORED``); its pair of gates, which decides the questions whose blind vector leg was dropped, gets
 bars of its own placed the same way (``<model>|keyword+aligned``), printed after the aligned gate's.
+
+``--notes [SHARE]`` with ``--language-bars`` places e5's bars for a question over notes alone too
+(``language_bars.note_bars``: English's own SHARE point over its note sets, each language moved from it as on
+XQuAD-R; "The twenty-first round"; ``eval/reports/note_bars.py`` prints what each share costs):
+
+    PYTHONPATH=. python eval/reports/gate_rounds.py e5 --rows /tmp/e5-rows.pkl --language-bars --notes
 """
 import argparse
 import pickle
@@ -32,7 +38,7 @@ import numpy as np
 from hybridmem.config import Settings, provider_model
 from hybridmem.config.calibration import ANSWER_THRESHOLD, GATE_MODELS, gate_model
 from hybridmem.eval.decisions import ALIGNED_USED_BY_MODEL, DECISION_DATASETS, collect_rows
-from hybridmem.eval.language_bars import ANCHORED, bar_table, language_bars
+from hybridmem.eval.language_bars import ANCHORED, NOTES_MAX_FALSE, bar_table, language_bars, note_bars
 from hybridmem.eval.gate_rounds import gate_table
 from hybridmem.ranking.gate import GATE_FEATURES
 
@@ -42,6 +48,8 @@ ap.add_argument("--rows", type=Path, help="read the rows here, or collect and wr
 ap.add_argument("--features", help="comma-separated GATE_FEATURES names (default: the shipped aligned gate's)")
 ap.add_argument("--language-bars", action="store_true", help="place the bar per question language; print its table")
 ap.add_argument("--test-rows", type=Path, help="with --language-bars: the test splits' rows (collected when missing)")
+ap.add_argument("--notes", type=float, nargs="?", const=NOTES_MAX_FALSE, metavar="SHARE",
+                help=f"with --language-bars: place the bars for notes too, at SHARE (default {NOTES_MAX_FALSE:g})")
 args = ap.parse_args()
 settings = Settings().override(embedding={"provider": args.provider})
 model = provider_model(args.provider, settings.embedding.model)
@@ -77,10 +85,14 @@ def print_bars(key: str, gate: object, pair: bool, rows: object, test_rows: obje
     start = f"English's own 2% point, at least {ANSWER_THRESHOLD:g}" if model in ANCHORED else f"{ANSWER_THRESHOLD:g}"
     bars = language_bars(rows, gate, ANSWER_THRESHOLD, anchored=model in ANCHORED, pair=pair)
     print(f"\n{key}: bars per question language (shifts from {start}): {bars}")
+    notes = None
+    if args.notes is not None and not pair and model not in ANCHORED:
+        notes = note_bars(rows, gate, ANSWER_THRESHOLD, bars, args.notes)
+        print(f"{key}|notes: bars over notes alone (English's own {args.notes:g} point over its notes): {notes}")
     for split, split_rows in (("train", rows), ("test", test_rows)):
         if split_rows is None:
             continue
-        bt = bar_table(split_rows, gate, ANSWER_THRESHOLD, bars, pair=pair)
+        bt = bar_table(split_rows, gate, ANSWER_THRESHOLD, bars, pair=pair, notes=notes)
         print(f"\n{split}: | set | bar | returns nothing: shared threshold -> the language's bar |\n|---|---|---|")
         for name in bt.bar:
             kind = "false abstention" if bt.answerable[name] else "abstention"

@@ -24,6 +24,10 @@ decides the questions whose blind vector leg the adaptive step dropped: Arabic, 
 Chinese. Its bars (``pair=True``) are placed by the same anchored rule, on the questions it decides; English, which it
 never decides, is read as the pair would read it (its keyword leg's features alone, which carry the alignment) to give
 the anchor and the reference, and gets no bar of its own ("The eighteenth round").
+
+:func:`note_bars` places bars for a question over notes alone (XQuAD-R's articles, SciFact's abstracts; no
+transcript among its passages), from English's own point over those: measured in "The twenty-first round" and not
+shipped, since bars placed on some articles refused about twice their share of others' answerable questions.
 """
 
 from __future__ import annotations
@@ -38,13 +42,27 @@ from hybridmem.eval.decisions import DecisionRows, false_point, vector_dropped, 
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
 
-__all__ = ["ANCHORED", "LEAST_QUESTIONS", "REFERENCE_LANGUAGE", "SET_LANGUAGES", "BarTable", "bar_table",
-           "language_bars", "set_language"]
+__all__ = ["ANCHORED", "LEAST_QUESTIONS", "NOTES_MAX_FALSE", "NOTE_SETS", "REFERENCE_LANGUAGE", "SET_LANGUAGES",
+           "BarTable", "bar_table", "language_bars", "note_bars", "over_notes", "set_language"]
 
 REFERENCE_LANGUAGE = "en"  # the language each shift is read from; it keeps the shared threshold unless anchored
 ANCHORED = frozenset({"all-MiniLM-L6-v2"})  # models whose shifts start from the reference language's own 2% point
 LEAST_QUESTIONS = 100  # a language's point is read on at least this many answerable questions its gate decides
 SET_LANGUAGES = {"locomo": "en", "scifact": "en", "locomo-cross": "en", "scifact-on-demo": "en"}  # beside XQuAD-R's
+NOTE_SETS = ("xquad-", "scifact")  # decision sets asked of a memory of notes alone (by prefix; the demo holds both)
+NOTES_MAX_FALSE = 0.01  # the share of a language's answerable train questions over notes its bar may lose (measured)
+
+
+def over_notes(name: str) -> bool:
+    """Whether decision set ``name`` is asked of a memory of notes alone (no transcript): XQuAD-R's articles and
+    SciFact's abstracts; LoCoMo's conversations are transcripts, and the demo (notes and transcripts) and the SciFact
+    claims asked of it are neither.
+
+    Example:
+        >>> over_notes("xquad-vi-cross"), over_notes("scifact"), over_notes("scifact-on-demo"), over_notes("locomo")
+        (True, True, False, False)
+    """
+    return name.startswith(NOTE_SETS) and name != "scifact-on-demo"
 
 
 def set_language(name: str) -> str | None:
@@ -93,6 +111,29 @@ def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bo
     return {lang: bar for lang, bar in sorted(bars.items()) if bar > threshold}
 
 
+def note_bars(rows: DecisionRows, gate: Gate, threshold: float, usual: Mapping[str, float],
+              max_false: float = NOTES_MAX_FALSE) -> dict[str, float]:
+    """Per XQuAD-R language (as :func:`language_bars`), the bar for a question over notes alone: English's own
+    ``max_false`` point over its note sets (:func:`over_notes`: XQuAD-R's and SciFact's answerable questions; the
+    lowest binds) moved by how far the language's ``max_false`` point lies from English's on XQuAD-R, up or down;
+    never under ``threshold`` nor the language's ``usual`` bar. English's conversations (LoCoMo), whose answers score
+    1.5 logits under its articles', bind the shared threshold; these bars read a memory of notes against notes alone.
+    Measured in docs/ranking.md's twenty-first round and not shipped: placed on one set of articles, they refuse twice
+    their share of another's answerable questions."""
+    probs = _probabilities(rows, gate)
+    xquad = {set_language(name): v for (name, label), v in probs.items()
+             if label and name.startswith("xquad-") and len(v) >= LEAST_QUESTIONS}
+    if REFERENCE_LANGUAGE not in xquad:
+        return {}
+    own = {name: v for (name, label), v in probs.items()
+           if label and over_notes(name) and set_language(name) == REFERENCE_LANGUAGE}
+    start = logit(max(threshold, false_point(own, max_false)))
+    point = {lang: logit(false_point({lang: v}, max_false)) for lang, v in xquad.items()}
+    bars = {lang: round(sigmoid(start + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
+    return {lang: max(bar, usual.get(lang, threshold)) for lang, bar in sorted(bars.items())
+            if bar > max(threshold, usual.get(lang, threshold))}
+
+
 class BarTable(NamedTuple):
     """Per decision set: its bar, and the share of its questions that return nothing at the shared threshold and at
     the bar (abstention on a no-answer set, false abstention on an answerable one)."""
@@ -104,12 +145,14 @@ class BarTable(NamedTuple):
 
 
 def bar_table(rows: DecisionRows, gate: Gate, threshold: float, bars: Mapping[str, float],
-              pair: bool = False) -> BarTable:
+              pair: bool = False, notes: Mapping[str, float] | None = None) -> BarTable:
     """What reading each set's questions against their language's bar (``bars``; else ``threshold``) changes, on the
-    questions ``gate`` decides (``pair``: those whose vector leg was dropped)."""
+    questions ``gate`` decides (``pair``: those whose vector leg was dropped); a set over notes alone
+    (:func:`over_notes`) against its language's bar in ``notes`` where that has one."""
     table = BarTable({}, {}, {}, {})
     for (name, label), v in sorted(_probabilities(rows, gate, pair).items()):
-        bar = max(threshold, bars.get(set_language(name) or "", threshold))
+        lang = set_language(name) or ""
+        bar = max(threshold, (notes or {}).get(lang, 0.0) if over_notes(name) else 0.0, bars.get(lang, threshold))
         table.bar[name], table.answerable[name] = bar, bool(label)
         table.before[name], table.after[name] = float(np.mean(v < threshold)), float(np.mean(v < bar))
     return table
