@@ -44,6 +44,8 @@ for name, feats, label in rows.gate:
         _, f, y = next(orders)
     if over_notes(name):
         read.append((name, label, answer_probability(dict(zip(GATE_FEATURES, feats["both"])), gate), f, y))
+if next(orders, None) is not None:
+    sys.exit("note_bars.py: the rows' order and gate rows do not pair up (collected by another version?)")
 judged = [(name, f @ coef, np.zeros(len(y)), y) for name, _, _, f, y in read if y is not None and y.any()]
 qualities = iter(lift_ndcg(judged, 0.0))  # nDCG@10 of those with a relevant candidate, in their order
 probs: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
