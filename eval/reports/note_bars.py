@@ -20,7 +20,7 @@ import numpy as np
 
 from hybridmem.config.calibration import ANSWER_THRESHOLD, gate_model, joint_model
 from hybridmem.eval.decisions import _EMPTY, DecisionRows
-from hybridmem.eval.language_bars import NOTES_MAX_FALSE, language_bars, note_bars, over_notes, set_language
+from hybridmem.eval.language_bars import NOTES_MAX_FALSE, language_bars, note_bars, over_notes, set_bar
 from hybridmem.eval.lift import lift_ndcg
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability
 
@@ -62,9 +62,7 @@ for share in SHARES:
     bars = note_bars(rows, gate, ANSWER_THRESHOLD, usual, share)
     cells, costs = [], {}
     for (name, label), v in sorted(probs.items()):
-        lang = set_language(name) or ""
-        old = max(ANSWER_THRESHOLD, usual.get(lang, 0.0))
-        new = max(old, bars.get(lang, 0.0))
+        old, new = set_bar(name, ANSWER_THRESHOLD, usual), set_bar(name, ANSWER_THRESHOLD, usual, bars)
         p, q = np.array([a for a, _ in v]), np.array([b for _, b in v])
         if label:
             costs[name] = float(np.where(p >= new, q, 0.0).mean() - np.where(p >= old, q, 0.0).mean())
@@ -95,8 +93,7 @@ for share in SHARES:
         bars = note_bars(halves[placed], gate, ANSWER_THRESHOLD, usual, share)
         for name, feats, _ in halves[read_on].gate:
             if over_notes(name):
-                lang = set_language(name) or ""
-                bar = max(ANSWER_THRESHOLD, usual.get(lang, 0.0), bars.get(lang, 0.0))
+                bar = set_bar(name, ANSWER_THRESHOLD, usual, bars)
                 refused[name].append(answer_probability(dict(zip(GATE_FEATURES, feats["both"])), gate) < bar)
     false = {n: 100 * float(np.mean(v)) for n, v in refused.items() if not n.endswith("-cross")}
     worst = max(false, key=false.get)

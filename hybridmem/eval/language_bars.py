@@ -38,12 +38,12 @@ from typing import Mapping, NamedTuple
 import numpy as np
 
 from hybridmem.config.calibration import Gate
-from hybridmem.eval.decisions import DecisionRows, false_point, vector_dropped, vector_took_part
+from hybridmem.eval.decisions import MAX_FALSE_ABSTENTION, DecisionRows, false_point, vector_dropped, vector_took_part
 from hybridmem.ranking.calibrate import sigmoid
 from hybridmem.ranking.gate import GATE_FEATURES, answer_probability, logit
 
 __all__ = ["ANCHORED", "LEAST_QUESTIONS", "NOTES_MAX_FALSE", "NOTE_SETS", "REFERENCE_LANGUAGE", "SET_LANGUAGES",
-           "BarTable", "bar_table", "language_bars", "note_bars", "over_notes", "set_language"]
+           "BarTable", "bar_table", "language_bars", "note_bars", "over_notes", "set_bar", "set_language"]
 
 REFERENCE_LANGUAGE = "en"  # the language each shift is read from; it keeps the shared threshold unless anchored
 ANCHORED = frozenset({"all-MiniLM-L6-v2"})  # models whose shifts start from the reference language's own 2% point
@@ -89,12 +89,15 @@ def _probabilities(rows: DecisionRows, gate: Gate, pair: bool = False,
 
 
 def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bool = False,
-                  pair: bool = False) -> dict[str, float]:
+                  pair: bool = False, max_false: float = MAX_FALSE_ABSTENTION,
+                  notes: bool = False) -> dict[str, float]:
     """Per XQuAD-R language whose gate decides :data:`LEAST_QUESTIONS` of its answerable questions or more and whose
     2% point under ``gate`` lies above :data:`REFERENCE_LANGUAGE`'s: ``threshold`` moved up by that many logits,
     rounded to four decimals; with ``anchored``, the reference language's own 2% point over all its sets (never under
     ``threshold``) moved so, the reference language included; for the ``pair``, on the questions whose vector leg was
-    dropped, the reference language read as the pair would read it and given no bar (see the module doc)."""
+    dropped, the reference language read as the pair would read it and given no bar (see the module doc). Each
+    point is the ``max_false`` point (2%); with ``notes``, the anchor is read over the reference language's sets of
+    notes alone (:func:`over_notes`)."""
     probs = _probabilities(rows, gate, pair)
     if pair:  # it never decides a reference question: read them as it would, on the keyword leg's features alone
         probs.update({key: v for key, v in _probabilities(rows, gate, legs="keyword").items()
@@ -103,9 +106,10 @@ def language_bars(rows: DecisionRows, gate: Gate, threshold: float, anchored: bo
              if label and name.startswith("xquad-") and len(v) >= LEAST_QUESTIONS}
     if REFERENCE_LANGUAGE not in xquad:
         return {}
-    own = {name: v for (name, label), v in probs.items() if label and set_language(name) == REFERENCE_LANGUAGE}
-    start = max(threshold, false_point(own)) if anchored else threshold
-    point = {lang: logit(false_point({lang: v})) for lang, v in xquad.items()}
+    own = {name: v for (name, label), v in probs.items()
+           if label and set_language(name) == REFERENCE_LANGUAGE and (over_notes(name) or not notes)}
+    start = max(threshold, false_point(own, max_false)) if anchored else threshold
+    point = {lang: logit(false_point({lang: v}, max_false)) for lang, v in xquad.items()}
     bars = {lang: round(sigmoid(logit(start) + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()
             if not (pair and lang == REFERENCE_LANGUAGE)}
     return {lang: bar for lang, bar in sorted(bars.items()) if bar > threshold}
@@ -120,18 +124,20 @@ def note_bars(rows: DecisionRows, gate: Gate, threshold: float, usual: Mapping[s
     1.5 logits under its articles', bind the shared threshold; these bars read a memory of notes against notes alone.
     Measured in docs/ranking.md's twenty-first round and not shipped: placed on one set of articles, they refuse twice
     their share of another's answerable questions."""
-    probs = _probabilities(rows, gate)
-    xquad = {set_language(name): v for (name, label), v in probs.items()
-             if label and name.startswith("xquad-") and len(v) >= LEAST_QUESTIONS}
-    if REFERENCE_LANGUAGE not in xquad:
-        return {}
-    own = {name: v for (name, label), v in probs.items()
-           if label and over_notes(name) and set_language(name) == REFERENCE_LANGUAGE}
-    start = logit(max(threshold, false_point(own, max_false)))
-    point = {lang: logit(false_point({lang: v}, max_false)) for lang, v in xquad.items()}
-    bars = {lang: round(sigmoid(start + p - point[REFERENCE_LANGUAGE]), 4) for lang, p in point.items()}
-    return {lang: max(bar, usual.get(lang, threshold)) for lang, bar in sorted(bars.items())
-            if bar > max(threshold, usual.get(lang, threshold))}
+    bars = language_bars(rows, gate, threshold, anchored=True, max_false=max_false, notes=True)
+    return {lang: bar for lang, bar in bars.items() if bar > usual.get(lang, threshold)}
+
+
+def set_bar(name: str, threshold: float, bars: Mapping[str, float], notes: Mapping[str, float] | None = None) -> float:
+    """The bar decision set ``name``'s questions are read against: its language's in ``bars``, or in ``notes`` for a
+    set over notes alone (:func:`over_notes`) where that is higher; never under ``threshold``.
+
+    Example:
+        >>> set_bar("xquad-vi-cross", 0.07, {"vi": 0.13}, {"vi": 0.39}), set_bar("locomo", 0.07, {"vi": 0.13})
+        (0.39, 0.07)
+    """
+    lang = set_language(name) or ""
+    return max(threshold, bars.get(lang, threshold), (notes or {}).get(lang, 0.0) if over_notes(name) else 0.0)
 
 
 class BarTable(NamedTuple):
@@ -151,8 +157,7 @@ def bar_table(rows: DecisionRows, gate: Gate, threshold: float, bars: Mapping[st
     (:func:`over_notes`) against its language's bar in ``notes`` where that has one."""
     table = BarTable({}, {}, {}, {})
     for (name, label), v in sorted(_probabilities(rows, gate, pair).items()):
-        lang = set_language(name) or ""
-        bar = max(threshold, (notes or {}).get(lang, 0.0) if over_notes(name) else 0.0, bars.get(lang, threshold))
+        bar = set_bar(name, threshold, bars, notes)
         table.bar[name], table.answerable[name] = bar, bool(label)
         table.before[name], table.after[name] = float(np.mean(v < threshold)), float(np.mean(v < bar))
     return table
